@@ -1,0 +1,64 @@
+"""The engine's error tree. Adapters translate vendor errors into it in one place each.
+
+    TtcError
+    ├── ConfigError          a bad setting, named by its flag or key; raised before any request
+    ├── DataError            a bad dataset line, named by file, line and field
+    └── ProviderError        one attempt of one request failed
+        ├── RateLimited      429 / quota: retry, no sooner than `retry_after`
+        ├── Transient        5xx, reset, timeout, truncated body: retry with backoff
+        ├── BadRequest       the request itself is wrong: do not retry this request
+        └── Fatal            auth, unknown model, garbage from the provider: do not retry
+
+The engine owns every retry; providers never sleep or loop.
+"""
+
+from __future__ import annotations
+
+
+class TtcError(Exception):
+    """Base of every error ttc raises on purpose."""
+
+
+class ConfigError(TtcError):
+    """A configuration value is wrong; the message names the flag or key."""
+
+
+class DataError(TtcError):
+    """A dataset is malformed; the message names the file, the line and the field."""
+
+
+class ProviderError(TtcError):
+    """One attempt of a request failed."""
+
+    retryable: bool = False
+    kind: str = "error"
+
+
+class RateLimited(ProviderError):
+    """The provider refused for rate or quota; `retry_after` (seconds) is a floor, if given."""
+
+    retryable = True
+    kind = "rate_limited"
+
+    def __init__(self, message: str = "rate limited", retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Transient(ProviderError):
+    """A failure that another attempt may not meet: 5xx, resets, timeouts, truncated bodies."""
+
+    retryable = True
+    kind = "transient"
+
+
+class BadRequest(ProviderError):
+    """The provider rejected this request as malformed; retrying it would fail the same way."""
+
+    kind = "bad_request"
+
+
+class Fatal(ProviderError):
+    """Authentication, a missing model, or an answer the adapter cannot read."""
+
+    kind = "fatal"

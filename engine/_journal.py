@@ -1,0 +1,104 @@
+"""The append-only journal of a run: one orjson line per event, written through at once.
+
+Event kinds (`ev`):
+- `start`: a run (or a resumed run) began; carries the resolved config.
+- `sample`: one planned sample finished, with its text, usage, verdict, or its final error.
+  Keyed by (round, item, k); a key present in the journal is never sent again.
+- `retry`: one failed attempt that will be retried (kind, message, delay).
+- `round`: a round's totals, written at its barrier.
+
+Each line goes to the OS with one unbuffered write, so a killed process loses at most the line
+it was writing; a torn last line is cut off when the journal is reopened.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import orjson
+
+from ttc.engine._errors import DataError
+
+SampleKey = tuple[int, str, int]
+
+
+def read_journal(path: Path) -> Iterator[dict[str, Any]]:
+    """The events of a journal in order; a torn final line is skipped, a bad middle line is not."""
+    if not path.exists():
+        return
+    with path.open("rb") as fh:
+        lines = fh.read().split(b"\n")
+    # A complete journal ends with a newline, so the last piece is empty or a torn write.
+    for lineno, raw in enumerate(lines[:-1], start=1):
+        if not raw.strip():
+            continue
+        try:
+            event = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise DataError(f"{path}:{lineno}: corrupt journal line ({exc})") from exc
+        if not isinstance(event, dict) or "ev" not in event:
+            raise DataError(f"{path}:{lineno}: journal line has no 'ev' field")
+        yield event
+
+
+def completed_samples(path: Path) -> dict[SampleKey, dict[str, Any]]:
+    """The finished samples of a journal, keyed by (round, item id, k)."""
+    done: dict[SampleKey, dict[str, Any]] = {}
+    for event in read_journal(path):
+        if event["ev"] == "sample":
+            done[(int(event["round"]), str(event["item"]), int(event["k"]))] = event
+    return done
+
+
+class Journal:
+    """Appends events to `path`; reopening an existing journal first cuts a torn last line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def open(self) -> Journal:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            self._cut_torn_tail()
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        return self
+
+    def _cut_torn_tail(self) -> None:
+        data = self.path.read_bytes()
+        keep = data.rfind(b"\n") + 1
+        if keep != len(data):
+            with self.path.open("r+b") as fh:
+                fh.truncate(keep)
+
+    def append(self, event: dict[str, Any]) -> None:
+        """Write one event as one line, straight to the OS."""
+        if self._fd is None:
+            raise RuntimeError("journal is not open")
+        os.write(self._fd, orjson.dumps(event) + b"\n")
+
+    def sync(self) -> None:
+        """Make what was written survive a machine crash (called at round barriers)."""
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> Journal:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,99 @@
+"""Tables and plots from per-round totals (the `rounds` list of summary.json)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ttc.engine._state import RoundStats
+
+RoundRow = Mapping[str, Any]
+
+
+def round_row(s: RoundStats) -> dict[str, Any]:
+    """One round's totals as summary.json stores them."""
+    return {
+        "round": s.round,
+        "adaptive": s.adaptive,
+        "active": s.active,
+        "requests": s.requests,
+        "replayed": s.replayed,
+        "samples": s.samples,
+        "passed": s.passed,
+        "newly_solved": s.newly_solved,
+        "solved": s.solved,
+        "coverage": s.coverage,
+        "input_tokens": s.usage.input_tokens,
+        "output_tokens": s.usage.output_tokens,
+        "thinking_tokens": s.usage.thinking_tokens,
+        "errors": s.errors,
+        "retries": s.retries,
+        "wall_s": round(s.wall_s, 3),
+    }
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)
+    ]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def round_table(rounds: Sequence[RoundRow]) -> str:
+    """The per-round table: round, active, solved, coverage, requests, output tokens."""
+    header = ["round", "active", "solved", "coverage %", "requests", "output tokens"]
+    rows = [
+        [
+            str(r["round"]) + ("" if r["adaptive"] else " (warm-up)"),
+            str(r["active"]),
+            str(r["solved"]),
+            f"{100 * r['coverage']:.1f}",
+            str(r["requests"] + r.get("replayed", 0)),
+            f"{r['output_tokens']:,}",
+        ]
+        for r in rounds
+    ]
+    return _table(header, rows)
+
+
+def compare_table(runs: Mapping[str, Sequence[RoundRow]]) -> str:
+    """Per method: coverage after each round, then total output tokens and requests."""
+    n_rounds = max((len(r) for r in runs.values()), default=0)
+    header = ["method", *[f"R{i + 1} cov %" for i in range(n_rounds)], "output tokens", "requests"]
+    rows = []
+    for method, rounds in runs.items():
+        cov = [f"{100 * r['coverage']:.1f}" for r in rounds]
+        cov += [""] * (n_rounds - len(cov))
+        out = sum(int(r["output_tokens"]) for r in rounds)
+        req = sum(int(r["requests"]) + int(r.get("replayed", 0)) for r in rounds)
+        rows.append([method, *cov, f"{out:,}", str(req)])
+    return _table(header, rows)
+
+
+def plot_coverage(runs: Mapping[str, Sequence[RoundRow]], path: Path, title: str) -> None:
+    """Coverage (%) against cumulative output tokens, one line per run, a marker per round."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, rounds in runs.items():
+        xs, ys, total = [], [], 0
+        for r in rounds:
+            total += int(r["output_tokens"])
+            xs.append(total)
+            ys.append(100 * float(r["coverage"]))
+        ax.plot(xs, ys, marker="o", label=label)
+    ax.set_xlabel("cumulative output tokens")
+    ax.set_ylabel("coverage (%)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

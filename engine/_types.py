@@ -1,0 +1,162 @@
+"""Values that flow through the engine, and the small interfaces of its boundaries.
+
+A `Provider` turns a `Request` into a `Completion`; a `Suite` loads `Item`s, renders prompts and
+judges responses with a `Verdict`; an `Embedder` turns texts into vectors. Everything here is a
+frozen value or a protocol: the engine holds no vendor types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One test question: its id, text, reference answer and suite-specific payload."""
+
+    id: str
+    question: str
+    reference: str
+    # Opaque to the engine; the suite's verifier reads it (e.g. reasoning-gym's entry metadata).
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Demo:
+    """A solved neighbour shown as an in-context demonstration: its question and ỹ."""
+
+    item_id: str
+    question: str
+    response: str
+    similarity: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """Decoding parameters; None means the provider's default."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    seed: int | None = None
+    max_output_tokens: int | None = None
+    thinking_budget: int | None = None
+    reasoning_effort: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One chat message."""
+
+    role: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What the engine asks a provider for.
+
+    `item_id` and `demos` say what the prompt was rendered from; real providers send only the
+    messages, the offline simulator reads them to decide how likely it is to succeed.
+    """
+
+    messages: tuple[Message, ...]
+    sampling: Sampling = Sampling()
+    n: int = 1
+    item_id: str = ""
+    demos: tuple[Demo, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens billed for one request, split as the paper reports them."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    thinking_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.thinking_tokens + other.thinking_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A provider's answer: one text per requested sample, and the usage of the whole call."""
+
+    texts: tuple[str, ...]
+    usage: Usage
+    finish_reasons: tuple[str, ...] = ()
+    latency_s: float = 0.0
+    model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A verifier's judgement of one response: a score in [0, 1] and the answer it extracted."""
+
+    score: float
+    answer: str | None = None
+    detail: str = ""
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """An LLM endpoint. It never retries: it raises from the error tree; the engine decides."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+
+    async def generate(self, request: Request) -> Completion: ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors of a fixed dimension."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def batch_size(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> FloatArray: ...
+
+
+@runtime_checkable
+class Suite(Protocol):
+    """A benchmark: its items, the paper's two prompt templates, and a verifier.
+
+    `judge` runs in worker processes, so a suite must be picklable and `judge` pure.
+    The two `sim_*` methods let the offline simulator answer in the suite's real format.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    def items(self) -> list[Item]: ...
+
+    def warmup_prompt(self, item: Item) -> str: ...
+
+    def adaptive_prompt(self, item: Item, demos: Sequence[Demo]) -> str: ...
+
+    def judge(self, item: Item, response: str) -> Verdict: ...
+
+    def sim_response(self, item: Item, correct: bool, seed: int) -> str: ...
+
+    def sim_is_correct(self, item: Item, response: str) -> bool: ...

@@ -1,0 +1,13 @@
+"""Retrieval: embedding cache, the FAISS index of solved questions, neighbour selection."""
+
+from ttc.retrieval._cache import cached_embeddings
+from ttc.retrieval._index import SolvedIndex
+from ttc.retrieval._select import fixed_neighbours, random_solved, similar_solved
+
+__all__ = [
+    "SolvedIndex",
+    "cached_embeddings",
+    "fixed_neighbours",
+    "random_solved",
+    "similar_solved",
+]

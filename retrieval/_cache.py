@@ -1,0 +1,133 @@
+"""A run's cache of question embeddings: a .npy matrix and a .json sidecar that says what it holds.
+
+The sidecar names the embedder, its dimension, a digest of the questions (ids and texts) and a
+digest of the .npy bytes. It is the commit marker: it is removed before the matrix is rewritten
+and written last, so a crash in between leaves no sidecar and the next run recomputes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    # Annotations only: at run time ttc.engine imports this package, not the reverse.
+    from ttc.engine._types import Embedder, FloatArray
+
+_log = logging.getLogger(__name__)
+
+_FORMAT = 1
+
+
+def cached_embeddings(
+    path: Path, ids: Sequence[str], texts: Sequence[str], embedder: Embedder
+) -> FloatArray:
+    """The questions' embeddings: loaded from `path` if it holds them, else computed and saved."""
+    if len(ids) != len(texts):
+        raise ValueError(f"{len(ids)} ids but {len(texts)} texts")
+    if path.suffix == ".json":
+        raise ValueError(f"embedding cache {path} must not end in .json: that is its sidecar")
+    sidecar = path.with_suffix(".json")
+    meta: dict[str, Any] = {
+        "format": _FORMAT,
+        "embedder": embedder.name,
+        "dim": int(embedder.dim),
+        "n": len(texts),
+        "questions_sha256": _questions_digest(ids, texts),
+    }
+    cached = _load(path, sidecar, meta)
+    if cached is not None:
+        return cached
+    vectors = _embed_all(texts, embedder)
+    _save(path, sidecar, meta, vectors)
+    return vectors
+
+
+def _questions_digest(ids: Sequence[str], texts: Sequence[str]) -> str:
+    """A digest of the ids and texts in order; lengths are prefixed so no two lists collide."""
+    h = hashlib.sha256()
+    for value in (*ids, *texts):
+        data = value.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def _load(path: Path, sidecar: Path, meta: dict[str, Any]) -> FloatArray | None:
+    """The cached matrix if the sidecar matches `meta` and the file is intact, else None."""
+    try:
+        stored = json.loads(sidecar.read_text(encoding="utf-8"))
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        _log.warning("embedding cache %s unreadable (%s); recomputing", path, exc)
+        return None
+    if not isinstance(stored, dict) or {k: stored.get(k) for k in meta} != meta:
+        _log.info(
+            "embedding cache %s is for other questions or another embedder; recomputing", path
+        )
+        return None
+    if stored.get("data_sha256") != hashlib.sha256(data).hexdigest():
+        _log.warning("embedding cache %s is corrupt; recomputing", path)
+        return None
+    try:
+        vectors = np.load(io.BytesIO(data), allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        _log.warning("embedding cache %s is corrupt (%s); recomputing", path, exc)
+        return None
+    if vectors.dtype != np.float32 or vectors.shape != (meta["n"], meta["dim"]):
+        _log.warning("embedding cache %s has shape %s; recomputing", path, vectors.shape)
+        return None
+    result: FloatArray = vectors
+    return result
+
+
+def _embed_all(texts: Sequence[str], embedder: Embedder) -> FloatArray:
+    """Embed in batches of the embedder's batch size, into one preallocated matrix."""
+    n, dim = len(texts), int(embedder.dim)
+    out = np.empty((n, dim), dtype=np.float32)
+    step = max(1, int(embedder.batch_size))
+    for start in range(0, n, step):
+        batch = list(texts[start : start + step])
+        vectors = embedder.embed(batch)
+        if vectors.shape != (len(batch), dim):
+            raise ValueError(
+                f"embedder {embedder.name!r} returned shape {vectors.shape} "
+                f"for {len(batch)} texts of dimension {dim}"
+            )
+        out[start : start + len(batch)] = vectors
+    return out
+
+
+def _save(path: Path, sidecar: Path, meta: dict[str, Any], vectors: FloatArray) -> None:
+    """Write the matrix, then the sidecar, each atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    np.save(buffer, vectors, allow_pickle=False)
+    data = buffer.getvalue()
+    sidecar.unlink(missing_ok=True)
+    _write_atomic(path, data)
+    full = {**meta, "data_sha256": hashlib.sha256(data).hexdigest()}
+    _write_atomic(sidecar, json.dumps(full, indent=2).encode("utf-8"))
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write to a temporary file in the same directory, then rename it over `path`."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,103 @@
+"""Retries through the engine: rate limits and transient errors recover, fatal ones are recorded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+from fakes import FakeSuite, ScriptedProvider, items
+
+from ttc.engine import Engine, Fatal, RateLimited, RetryPolicy, RunConfig, RunResult, Transient
+
+FAST = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01)
+
+
+async def run(provider: ScriptedProvider, n: int, out: Path, **cfg: object) -> RunResult:
+    cfg.setdefault("verifier_workers", 0)
+    config = RunConfig(method="elim", **cfg)  # type: ignore[arg-type]
+    suite = FakeSuite(pool=items(n))
+    async with Engine(provider, suite, config, out_dir=out, retry=FAST) as engine:
+        return await engine.run()
+
+
+def journal(out: Path) -> list[dict[str, object]]:
+    return [orjson.loads(line) for line in (out / "journal.jsonl").read_bytes().splitlines()]
+
+
+async def test_rate_limit_then_success_recovers(tmp_path: Path) -> None:
+    provider = ScriptedProvider({"q0": [RateLimited("slow down", retry_after=0.02), "right:q0"]})
+    result = await run(provider, 1, tmp_path, rounds=1)
+    assert result.solved == 1
+    assert provider.calls["q0"] == 2
+    events = journal(tmp_path)
+    retries = [e for e in events if e["ev"] == "retry"]
+    assert len(retries) == 1
+    assert retries[0]["error"] == "rate_limited"
+    assert float(retries[0]["delay"]) >= 0.02  # type: ignore[arg-type]
+    samples = [e for e in events if e["ev"] == "sample"]
+    assert len(samples) == 1
+    assert samples[0]["attempts"] == 2
+    assert samples[0]["passed"] is True
+    assert result.rounds[0].retries == 1
+
+
+async def test_transient_errors_then_success_recover(tmp_path: Path) -> None:
+    provider = ScriptedProvider(
+        {"q0": [Transient("503"), Transient("reset"), Transient("truncated"), "right:q0"]}
+    )
+    result = await run(provider, 1, tmp_path, rounds=1)
+    assert result.solved == 1
+    assert provider.calls["q0"] == 4
+    assert result.rounds[0].retries == 3
+    assert result.rounds[0].errors == 0
+
+
+async def test_attempt_timeout_is_retried(tmp_path: Path) -> None:
+    provider = ScriptedProvider({"q0": [(5.0, "right:q0 late"), "right:q0"]})
+    result = await run(provider, 1, tmp_path, rounds=1, timeout_s=0.05)
+    assert result.response("q0") == "right:q0"
+    retry = next(e for e in journal(tmp_path) if e["ev"] == "retry")
+    assert retry["error"] == "transient"
+    assert "timed out" in str(retry["message"])
+
+
+async def test_fatal_error_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
+    provider = ScriptedProvider(
+        {"q0": [Fatal("invalid api key"), "right:q0"], "q1": ["right:q1"], "q2": ["wrong"]}
+    )
+    result = await run(provider, 3, tmp_path, rounds=2)
+    # q0's first sample failed for good: one attempt, an error recorded, no retry.
+    assert provider.calls["q0"] == 2
+    r1 = result.rounds[0]
+    assert r1.errors == 1
+    assert r1.retries == 0
+    failed = [e for e in journal(tmp_path) if e["ev"] == "sample" and not e["ok"]]
+    assert len(failed) == 1
+    assert failed[0]["item"] == "q0"
+    assert failed[0]["error"] == "fatal"
+    assert "invalid api key" in str(failed[0]["message"])
+    # The others went on, and q0 was solved in the next round.
+    assert result.solved == 2
+    assert result.records[0].errors == 1
+
+
+async def test_retries_exhausted_is_a_recorded_error(tmp_path: Path) -> None:
+    provider = ScriptedProvider({"q0": [Transient("503")] * 10})
+    result = await run(provider, 1, tmp_path, rounds=1)
+    assert provider.calls["q0"] == FAST.max_attempts
+    assert result.rounds[0].errors == 1
+    sample = next(e for e in journal(tmp_path) if e["ev"] == "sample")
+    assert sample["ok"] is False
+    assert sample["attempts"] == FAST.max_attempts
+
+
+async def test_garbage_from_a_provider_is_fatal_not_a_crash(tmp_path: Path) -> None:
+    class Broken(ScriptedProvider):
+        async def generate(self, request):  # type: ignore[no-untyped-def]
+            raise KeyError("choices")
+
+    result = await run(Broken(), 2, tmp_path, rounds=1)
+    assert result.rounds[0].errors == 2
+    sample = next(e for e in journal(tmp_path) if e["ev"] == "sample")
+    assert sample["error"] == "fatal"
+    assert "KeyError" in str(sample["message"])

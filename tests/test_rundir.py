@@ -1,0 +1,89 @@
+"""The run directory: consistent files, replay from the journal, a torn last line tolerated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from fakes import FakeSuite, ScriptedProvider, Step, items
+
+from ttc.engine import ConfigError, DataError, Engine, RunConfig, RunResult
+from ttc.engine._journal import Journal, read_journal
+
+SCRIPT: dict[str, list[Step]] = {"q0": ["right:q0"], "q1": ["wrong", "right:q1"], "q3": ["wrong", "wrong", "right:q3"]}
+
+
+async def run(provider: ScriptedProvider, out: Path, resume: bool = False) -> RunResult:
+    config = RunConfig(method="elim", rounds=3, verifier_workers=0)
+    suite = FakeSuite(pool=items(5))
+    async with Engine(provider, suite, config, out_dir=out, resume=resume) as engine:
+        return await engine.run()
+
+
+async def test_run_directory_is_consistent(tmp_path: Path) -> None:
+    result = await run(ScriptedProvider(dict(SCRIPT)), tmp_path)
+    config = orjson.loads((tmp_path / "config.json").read_bytes())
+    assert config["config"]["method"] == "elim"
+    assert config["items"] == 5
+    assert len(config["items_sha256"]) == 64
+    summary = orjson.loads((tmp_path / "summary.json").read_bytes())
+    results = [orjson.loads(x) for x in (tmp_path / "results.jsonl").read_bytes().splitlines()]
+    events = list(read_journal(tmp_path / "journal.jsonl"))
+    samples = [e for e in events if e["ev"] == "sample"]
+    assert summary["solved"] == sum(r["solved"] for r in results) == result.solved == 3
+    assert summary["output_tokens"] == sum(r["output_tokens"] for r in results)
+    assert summary["output_tokens"] == sum(e["usage"][1] for e in samples)
+    assert sum(r["samples"] for r in results) == len(samples) == 5 + 4 + 3
+    assert [r["coverage"] for r in summary["rounds"]] == [0.2, 0.4, 0.6]
+    assert {r["id"]: r["response"] for r in results if r["solved"]} == {
+        "q0": "right:q0",
+        "q1": "right:q1",
+        "q3": "right:q3",
+    }
+    assert summary["wall_s"] >= 0
+
+
+async def test_resume_replays_the_journal_and_sends_nothing(tmp_path: Path) -> None:
+    first = await run(ScriptedProvider(dict(SCRIPT)), tmp_path)
+    again = ScriptedProvider(dict(SCRIPT))
+    second = await run(again, tmp_path, resume=True)
+    assert again.history == []
+    assert [s.solved for s in second.rounds] == [s.solved for s in first.rounds]
+    assert second.usage == first.usage
+    assert [s.replayed for s in second.rounds] == [5, 4, 3]
+
+
+async def test_resume_after_a_torn_line_sends_only_what_is_missing(tmp_path: Path) -> None:
+    await run(ScriptedProvider(dict(SCRIPT)), tmp_path)
+    path = tmp_path / "journal.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    # Keep round 1 only, and tear the first line of round 2 in half.
+    r1 = [ln for ln in lines if orjson.loads(ln).get("round", 1) == 1]
+    r2_first = next(ln for ln in lines if b'"round":2' in ln and b'"sample"' in ln)
+    path.write_bytes(b"".join(r1) + r2_first[: len(r2_first) // 2])
+    provider = ScriptedProvider({"q1": ["right:q1"], "q3": ["wrong", "right:q3"]})
+    result = await run(provider, tmp_path, resume=True)
+    # Round 1 came from the journal; rounds 2 and 3 were sent.
+    assert result.rounds[0].replayed == 5
+    assert result.rounds[0].requests == 0
+    assert result.rounds[1].requests == 4
+    assert result.solved == 3
+    list(read_journal(path))  # the torn half-line was cut, the journal reads cleanly
+
+
+async def test_a_second_run_into_the_same_directory_is_refused(tmp_path: Path) -> None:
+    await run(ScriptedProvider(dict(SCRIPT)), tmp_path)
+    with pytest.raises(ConfigError, match="--out"):
+        await run(ScriptedProvider(dict(SCRIPT)), tmp_path)
+
+
+def test_corrupt_middle_line_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    with Journal(path) as journal:
+        journal.append({"ev": "start"})
+    with path.open("ab") as fh:
+        fh.write(b"{not json\n")
+        fh.write(b'{"ev":"round"}\n')
+    with pytest.raises(DataError, match=r"journal.jsonl:2"):
+        list(read_journal(path))
