@@ -193,6 +193,11 @@ class ReasoningGymSuite:
             self.name, item.question, [(d.question, d.response) for d in demos]
         )
 
+    def prepare(self) -> None:
+        """Build every task's scorer now (verifier workers call this at start-up)."""
+        for task in self.tasks:
+            self._scorer(task)
+
     def _scorer(self, task: str) -> Scorer:
         scorer = self._scorers.get(task)
         if scorer is None:

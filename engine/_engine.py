@@ -255,39 +255,42 @@ class Engine:
                 }
             )
 
-        async def on_finished(job: Job, outcome: Outcome) -> None:
-            item = state.items[job.row]
-            event: dict[str, Any] = {
-                "ev": "sample",
-                "round": t,
-                "item": item.id,
-                "k": job.k,
-                "attempts": outcome.attempts,
-                "demos": [d.item_id for d in job.request.demos],
-            }
-            if outcome.completion is None:
-                assert outcome.error is not None
-                event.update(ok=False, error=outcome.error.kind, message=str(outcome.error)[:500])
+        async def on_finished(landed: list[tuple[Job, Outcome]]) -> None:
+            answered = [(job, out.completion) for job, out in landed if out.completion is not None]
+            pairs = [(state.items[job.row], comp.texts[0]) for job, comp in answered]
+            verdicts = iter(await self.verifiers.judge_many(pairs) if pairs else [])
+            for job, outcome in landed:
+                event: dict[str, Any] = {
+                    "ev": "sample",
+                    "round": t,
+                    "item": state.items[job.row].id,
+                    "k": job.k,
+                    "attempts": outcome.attempts,
+                    "demos": [d.item_id for d in job.request.demos],
+                }
+                comp = outcome.completion
+                if comp is None:
+                    assert outcome.error is not None
+                    err = outcome.error
+                    event.update(ok=False, error=err.kind, message=str(err)[:500])
+                    emit(event)
+                    finish(job, None, Usage(), False)
+                    continue
+                self._observe_output(comp.usage)
+                verdict = next(verdicts)
+                passed = strategy.judgement.passed(verdict)
+                u = comp.usage
+                event.update(
+                    ok=True,
+                    text=comp.texts[0],
+                    usage=[u.input_tokens, u.output_tokens, u.thinking_tokens],
+                    latency=round(comp.latency_s, 4),
+                    score=verdict.score,
+                    answer=verdict.answer,
+                    passed=passed,
+                )
                 emit(event)
-                finish(job, None, Usage(), False)
-                return
-            comp = outcome.completion
-            text = comp.texts[0]
-            self._observe_output(comp.usage)
-            verdict = await self.verifiers.judge(item, text)
-            passed = strategy.judgement.passed(verdict)
-            u = comp.usage
-            event.update(
-                ok=True,
-                text=text,
-                usage=[u.input_tokens, u.output_tokens, u.thinking_tokens],
-                latency=round(comp.latency_s, 4),
-                score=verdict.score,
-                answer=verdict.answer,
-                passed=passed,
-            )
-            emit(event)
-            finish(job, text, u, passed)
+                finish(job, comp.texts[0], u, passed)
 
         # Samples already in the journal (resume, or a warm-up shared across methods) are
         # replayed in plan order instead of sent: a completed response is never bought twice.

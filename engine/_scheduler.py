@@ -3,11 +3,14 @@
     jobs (lazy) ─► queue ─► request workers ─► send_with_retry ─► send_limited ─► provider.generate
                                                │
                                                └─► finished queue ─► verify workers ─► on_finished
+                                                                      (in batches of what landed)
 
 Request workers are as many as the concurrency cap, verify workers a few per verifier process;
 jobs are built lazily and the queues are bounded, so no task or prompt exists for work that cannot
 start yet, and memory stays flat however large the test set. A sample goes to the verifiers the
-moment it lands, while other requests are still in flight.
+moment it lands, while other requests are still in flight; a verify worker takes everything that
+has landed meanwhile (up to `batch` samples) in one go, because a round trip to a verifier process
+costs far more than judging one response.
 """
 
 from __future__ import annotations
@@ -109,12 +112,13 @@ class Sender:
 async def run_round(
     jobs: Iterable[Job],
     sender: Sender,
-    on_finished: Callable[[Job, Outcome], Awaitable[None]],
+    on_finished: Callable[[list[tuple[Job, Outcome]]], Awaitable[None]],
     *,
     workers: int,
     verifiers: int,
+    batch: int = 64,
 ) -> None:
-    """Sends every job and hands each outcome to `on_finished` as soon as it lands."""
+    """Sends every job and hands outcomes to `on_finished` as soon as they land."""
     todo: asyncio.Queue[Job | None] = asyncio.Queue(maxsize=2 * workers)
     done: asyncio.Queue[tuple[Job, Outcome] | None] = asyncio.Queue(maxsize=2 * workers)
     senders_left = workers
@@ -129,8 +133,19 @@ async def run_round(
                 await done.put(None)
 
     async def verify_worker() -> None:
-        while (item := await done.get()) is not None:
-            await on_finished(*item)
+        finished = False
+        while not finished:
+            first = await done.get()
+            if first is None:
+                return
+            landed = [first]
+            while len(landed) < batch and not done.empty():
+                more = done.get_nowait()
+                if more is None:
+                    finished = True
+                    break
+                landed.append(more)
+            await on_finished(landed)
 
     async with asyncio.TaskGroup() as tg:
         for _ in range(workers):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from ttc.engine._types import Item, Suite, Verdict
@@ -21,14 +21,26 @@ _SUITE: Suite | None = None
 
 
 def _install(suite: Suite) -> None:
-    # The suite is pickled once per worker, not once per response.
+    # The suite is pickled once per worker, not once per response; an optional `prepare()`
+    # builds its verifiers here, at start-up, rather than inside the first round.
     global _SUITE
     _SUITE = suite
+    prepare = getattr(suite, "prepare", None)
+    if callable(prepare):
+        prepare()
 
 
-def _judge(item: Item, text: str) -> Verdict:
+def _judge_many(pairs: list[tuple[Item, str]]) -> list[Verdict]:
     assert _SUITE is not None, "verifier worker was not initialised"
-    return _SUITE.judge(item, text)
+    return [_judge_safely(_SUITE, item, text) for item, text in pairs]
+
+
+def _judge_safely(suite: Suite, item: Item, text: str) -> Verdict:
+    # A verifier that raises on one response gives score 0 with the reason; the batch goes on.
+    try:
+        return suite.judge(item, text)
+    except Exception as exc:
+        return Verdict(0.0, None, f"verifier error: {exc!r}")
 
 
 def _ready() -> bool:
@@ -42,6 +54,7 @@ class VerifierPool:
         self.suite = suite
         self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
+        self._warming: list[Future[bool]] = []
         self.judged = 0
 
     def start(self) -> None:
@@ -53,26 +66,35 @@ class VerifierPool:
                 initargs=(self.suite,),
             )
             # Start the workers now, so their imports overlap the first requests.
-            for _ in range(self.workers):
-                self._pool.submit(_ready)
+            self._warming = [self._pool.submit(_ready) for _ in range(self.workers)]
+
+    async def ready(self) -> None:
+        """Wait until the worker processes have started and installed the suite."""
+        if self._warming:
+            await asyncio.gather(*(asyncio.wrap_future(f) for f in self._warming))
 
     async def judge(self, item: Item, text: str) -> Verdict:
-        """The verdict on one response; a verifier that raises gives score 0 with the reason."""
-        self.judged += 1
+        """The verdict on one response."""
+        return (await self.judge_many([(item, text)]))[0]
+
+    async def judge_many(self, pairs: list[tuple[Item, str]]) -> list[Verdict]:
+        """Verdicts on several responses, in one round trip to a worker."""
+        self.judged += len(pairs)
+        if self._pool is None:
+            return [_judge_safely(self.suite, item, text) for item, text in pairs]
+        loop = asyncio.get_running_loop()
         try:
-            if self._pool is None:
-                return self.suite.judge(item, text)
-            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._pool, _judge_many, pairs)
+        except BrokenProcessPool:
+            # A worker died (killed, out of memory); start a fresh pool and judge once more.
+            log.warning("verifier worker died; restarting the pool")
+            self._restart()
             try:
-                return await loop.run_in_executor(self._pool, _judge, item, text)
+                return await loop.run_in_executor(self._pool, _judge_many, pairs)
             except BrokenProcessPool:
-                # A worker died (killed, out of memory); start a fresh pool and judge once more.
-                log.warning("verifier worker died; restarting the pool")
-                self._restart()
-                return await loop.run_in_executor(self._pool, _judge, item, text)
-        except Exception as exc:  # a verifier bug must not lose the run's other work
-            log.warning("verifier failed on %s: %r", item.id, exc)
-            return Verdict(0.0, None, f"verifier error: {exc!r}")
+                reason = "verifier worker died twice on this batch"
+                log.warning(reason)
+                return [Verdict(0.0, None, reason) for _ in pairs]
 
     def _restart(self) -> None:
         if self._pool is not None:

@@ -11,7 +11,11 @@ from fakes import FakeSuite, ScriptedProvider, Step, items
 from ttc.engine import ConfigError, DataError, Engine, RunConfig, RunResult
 from ttc.engine._journal import Journal, read_journal
 
-SCRIPT: dict[str, list[Step]] = {"q0": ["right:q0"], "q1": ["wrong", "right:q1"], "q3": ["wrong", "wrong", "right:q3"]}
+SCRIPT: dict[str, list[Step]] = {
+    "q0": ["right:q0"],
+    "q1": ["wrong", "right:q1"],
+    "q3": ["wrong", "wrong", "right:q3"],
+}
 
 
 async def run(provider: ScriptedProvider, out: Path, resume: bool = False) -> RunResult:

@@ -1,0 +1,124 @@
+"""`ttc run` and `ttc compare` as a user runs them: a real subprocess on Reasoning Gym with sim."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from ttc.engine._journal import read_journal
+
+TTC = str(Path(sys.executable).with_name("ttc"))
+
+
+def ttc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [TTC, *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def load(path: Path) -> Any:
+    return orjson.loads(path.read_bytes())
+
+
+def check_consistent(run: Path, k: int = 1) -> Any:
+    """Every planned sample has exactly one verdict or error, and the totals agree everywhere."""
+    summary = load(run / "summary.json")
+    results = [orjson.loads(x) for x in (run / "results.jsonl").read_bytes().splitlines()]
+    samples = [e for e in read_journal(run / "journal.jsonl") if e["ev"] == "sample"]
+    keys = Counter((e["round"], e["item"], e["k"]) for e in samples)
+    assert max(keys.values()) == 1, "a sample was recorded twice"
+    for r in summary["rounds"]:
+        in_round = [e for e in samples if e["round"] == r["round"]]
+        assert len(in_round) == r["active"] * k == r["samples"]
+        assert sum(e["usage"][1] for e in in_round if e["ok"]) == r["output_tokens"]
+    assert len(results) == summary["questions"]
+    assert sum(x["solved"] for x in results) == summary["solved"]
+    assert summary["coverage"] == summary["solved"] / summary["questions"]
+    for field in ("input_tokens", "output_tokens", "thinking_tokens"):
+        assert sum(x[field] for x in results) == summary[field]
+    first_pass: dict[str, str] = {}
+    for e in sorted(samples, key=lambda e: (e["round"], e["k"])):
+        if e.get("passed"):
+            first_pass.setdefault(e["item"], e["text"])
+    assert {x["id"]: x["response"] for x in results if x["solved"]} == first_pass
+    return summary
+
+
+@pytest.mark.slow
+def test_ttc_run_end_to_end_on_40_problems(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = ttc("run", "--per-task", "10", "--limit", "40", "--out", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    table = proc.stdout
+    assert "coverage %" in table
+    assert "output tokens" in table
+    for line in ("1 (warm-up)", "\n          2", "\n          3", "\n          4"):
+        assert line in table
+    assert "simulated" in table
+    summary = check_consistent(out)
+    assert summary["questions"] == 40
+    assert summary["simulated"] is True
+    assert "machinery" in summary["note"]
+    assert [r["round"] for r in summary["rounds"]] == [1, 2, 3, 4]
+    actives = [r["active"] for r in summary["rounds"]]
+    assert actives == sorted(actives, reverse=True)
+    config = load(out / "config.json")
+    assert config["config"]["method"] == "adpt"
+    assert config["suite"] == "reasoning_gym"
+    log = (out / "run.log").read_text()
+    assert "embedder" in log
+    # adaptive rounds showed demonstrations of solved questions
+    events = read_journal(out / "journal.jsonl")
+    assert any(e["demos"] for e in events if e["ev"] == "sample" and e["round"] >= 2)
+
+
+@pytest.mark.slow
+def test_ttc_compare_shares_the_warmup_and_plots(tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    args = ["--per-task", "5", "--embedder", "lexical", "--workers", "1", "--out", str(out)]
+    proc = ttc("compare", *args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    for method in ("unif", "elim", "rand", "adpt"):
+        assert method in proc.stdout
+        summary = check_consistent(out / method)
+        # Only elim paid for the warm-up; the others replayed it from their journals.
+        r1 = summary["rounds"][0]
+        assert r1["requests"] == (20 if method == "elim" else 0)
+        assert r1["replayed"] == (0 if method == "elim" else 20)
+    warm = {m: load(out / m / "summary.json")["rounds"][0]["solved"] for m in ("elim", "adpt")}
+    assert warm["elim"] == warm["adpt"]
+    png = (out / "coverage_vs_tokens.png").read_bytes()
+    assert png.startswith(b"\x89PNG")
+    assert len(png) > 10_000
+    assert "simulated" in (out / "compare.txt").read_text()
+    unif = load(out / "unif" / "summary.json")
+    assert [r["active"] for r in unif["rounds"]] == [20, 20, 20, 20]
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--rounds", "0"], "--rounds"),
+        (["-k", "two"], "-k"),
+        (["--warmup", "7"], "--warmup"),
+        (["--method", "best"], "--method"),
+        (["--rpm", "-5"], "--rpm"),
+        (["--neighbours", "near"], "--neighbours"),
+    ],
+)
+def test_a_bad_value_is_one_line_naming_the_flag(
+    tmp_path: Path, args: list[str], flag: str
+) -> None:
+    proc = ttc("run", *args, "--out", str(tmp_path / "x"), cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert flag in lines[0]
+    assert lines[0].startswith("ttc: error:")
+    assert not (tmp_path / "x").exists()
