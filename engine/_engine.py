@@ -232,6 +232,8 @@ class Engine:
             if journal is not None:
                 journal.append(event)
 
+        last_progress = [time.monotonic()]
+
         def finish(job: Job, text: str | None, usage: Usage, passed: bool) -> None:
             stats.samples += 1
             stats.usage = stats.usage + usage
@@ -239,6 +241,14 @@ class Engine:
             stats.errors += text is None
             if state.record_sample(job.row, t, job.k, text, usage, passed):
                 stats.newly_solved += 1
+            now = time.monotonic()
+            if now - last_progress[0] >= PROGRESS_EVERY_S:
+                last_progress[0] = now
+                planned = stats.active * cfg.k
+                log.info(
+                    "round %d: %d/%d samples, %d newly solved, %d errors, %d retries",
+                    t, stats.samples, planned, stats.newly_solved, stats.errors, stats.retries,
+                )  # fmt: skip
 
         def on_retry(job: Job, attempt: int, error: ProviderError, delay: float) -> None:
             stats.retries += 1
@@ -410,6 +420,9 @@ class Engine:
             extra["note"] = SIM_NOTE
         return extra
 
+
+# Within a long round, a progress line this often (the round's own line comes at its end).
+PROGRESS_EVERY_S = 10.0
 
 SIM_NOTE = (
     "simulated: these numbers come from the offline sim provider; they measure the engine's "
