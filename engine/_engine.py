@@ -37,6 +37,7 @@ from ttc.engine._strategy import DemoPlan, Strategy, preset
 from ttc.engine._types import (
     Demo,
     Embedder,
+    FloatArray,
     Item,
     Message,
     Provider,
@@ -45,6 +46,7 @@ from ttc.engine._types import (
     Usage,
     Verdict,
 )
+from ttc.engine._verify import VerifierPool
 
 log = logging.getLogger("ttc")
 
@@ -118,8 +120,6 @@ class Engine:
         self._embedder_spec = embedder
         self.limiter = limiter or Limiter(self.config.rpm, self.config.tpm, self.config.concurrency)
         self.retry = retry or RetryPolicy(max_attempts=self.config.max_attempts)
-        from ttc.engine._verify import VerifierPool
-
         self.verifiers = VerifierPool(suite, self.config.verifier_workers)
         self._mean_output = 512.0
         self._outputs_seen = 0
@@ -159,13 +159,19 @@ class Engine:
             journal = Journal(self.rundir.journal_path).open()
             journal.append({"ev": "start", "resumed": bool(done), "t": time.time()})
         started = time.perf_counter()
+        cfg = self.config
+        embedding: asyncio.Task[FloatArray] | None = None
+        if self.strategy.needs_embeddings and cfg.rounds > cfg.warmup_rounds:
+            # Choose the embedder now (a missing model is an error before any request), and
+            # embed the questions in a thread while the warm-up rounds run.
+            embedding = asyncio.create_task(self._embed(state, self._embedder()))
         try:
             retrieval: Retrieval | None = None
-            cfg = self.config
             for t in range(1, cfg.rounds + 1):
                 adaptive = t > cfg.warmup_rounds
-                if adaptive and retrieval is None and self.strategy.needs_embeddings:
-                    retrieval = await self._retrieval(state)
+                if adaptive and retrieval is None and embedding is not None:
+                    vectors = await embedding
+                    retrieval = await asyncio.to_thread(Retrieval, state, vectors)
                 stats = await self._round(t, adaptive, state, retrieval, journal, done)
                 state.rounds.append(stats)
                 if retrieval is not None:
@@ -181,6 +187,8 @@ class Engine:
                     stats.usage.output_tokens,
                 )
         finally:
+            if embedding is not None and not embedding.done():
+                embedding.cancel()
             wall = time.perf_counter() - started
             if journal is not None:
                 journal.close()
@@ -193,21 +201,23 @@ class Engine:
     def _out_path(self) -> Path | None:
         return None if self.rundir is None else self.rundir.path
 
-    async def _retrieval(self, state: RunState) -> Retrieval:
+    def _embedder(self) -> Embedder:
         from ttc.adapters import make_embedder
-        from ttc.retrieval import cached_embeddings
 
         spec = self._embedder_spec
         embedder = make_embedder(spec, log=log) if isinstance(spec, str) else spec
-        log.info("embedding %d questions with the %s embedder", state.n, embedder.name)
+        log.info("questions are embedded with the %s embedder", embedder.name)
+        return embedder
+
+    async def _embed(self, state: RunState, embedder: Embedder) -> FloatArray:
+        from ttc.retrieval import cached_embeddings
+
         ids = [item.id for item in state.items]
         texts = [item.question for item in state.items]
         if self.rundir is not None:
             path = self.rundir.embeddings_path
-            vectors = await asyncio.to_thread(cached_embeddings, path, ids, texts, embedder)
-        else:
-            vectors = await asyncio.to_thread(embedder.embed, texts)
-        return await asyncio.to_thread(Retrieval, state, vectors)
+            return await asyncio.to_thread(cached_embeddings, path, ids, texts, embedder)
+        return await asyncio.to_thread(embedder.embed, texts)
 
     async def _round(
         self,
@@ -328,7 +338,8 @@ class Engine:
                 seed=sample_seed(cfg.seed, "retry", t, 0),
             )
             workers = min(cfg.concurrency, stats.requests)
-            verifiers = max(4, 4 * cfg.verifier_workers)
+            # A few verify workers per verifier process keep every process busy.
+            verifiers = min(workers, max(4, 4 * cfg.verifier_workers))
             await run_round(to_send(), sender, on_finished, workers=workers, verifiers=verifiers)
         else:
             for _ in to_send():
