@@ -1,7 +1,7 @@
 """The engine: run loop, state, strategies, limiter, retries, verifier pool, journal, CLI."""
 
 from ttc.engine._config import METHODS, NEIGHBOUR_MODES, RunConfig
-from ttc.engine._engine import SIM_NOTE, Engine, RunResult, sample_seed
+from ttc.engine._engine import SIM_NOTE, Engine, RunResult
 from ttc.engine._errors import (
     BadRequest,
     ConfigError,
@@ -14,6 +14,7 @@ from ttc.engine._errors import (
 )
 from ttc.engine._limiter import Limiter
 from ttc.engine._retry import RetryPolicy
+from ttc.engine._round import sample_seed
 from ttc.engine._state import QuestionRecord, RoundStats, RunState
 from ttc.engine._strategy import (
     Elimination,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -37,17 +38,23 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _number(
-    kind: type[int] | type[float], low: float, inclusive: bool = True
+    kind: type[int] | type[float], low: float, inclusive: bool = True, high: float | None = None
 ) -> Callable[[str], Any]:
     word = "an integer" if kind is int else "a number"
     bound = f">= {low:g}" if inclusive else f"> {low:g}"
+    if high is not None:
+        bound += f" and <= {high:g}"
 
     def parse(text: str) -> Any:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {word} {bound}, got {text!r}") from None
-        if value < low or (not inclusive and value == low):
+        # Written so that NaN, which fails every comparison, is refused too.
+        in_range = value >= low if inclusive else value > low
+        if high is not None:
+            in_range = in_range and value <= high
+        if not (in_range and math.isfinite(value)):
             raise argparse.ArgumentTypeError(f"expected {word} {bound}, got {text!r}")
         return value
 
@@ -97,7 +104,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-attempts", type=_number(int, 1), default=6, help="attempts per sample")
     g.add_argument("--workers", type=_number(int, 0), default=2, help="verifier processes")
     g.add_argument("--temperature", type=_number(float, 0), help="sampling temperature")
-    g.add_argument("--top-p", type=_number(float, 0, inclusive=False), help="nucleus top_p")
+    g.add_argument("--top-p", type=_number(float, 0, inclusive=False, high=1), help="nucleus top_p")
     g.add_argument("--top-k", type=_number(int, 1), help="top_k")
     g.add_argument("--max-output-tokens", type=_number(int, 1), help="output token limit")
     g = p.add_argument_group("sim provider (offline; measures the machinery, not the method)")
@@ -107,7 +114,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         default=0.0,
         help="median latency in seconds (default 0: no waiting)",
     )
-    g.add_argument("--sim-ability", type=float, default=0.0, help="logit offset of success")
+    g.add_argument(
+        "--sim-ability", type=_number(float, -math.inf), default=0.0, help="logit offset of success"
+    )
     g.add_argument(
         "--sim-thinking",
         type=_number(float, 0),
@@ -115,6 +124,11 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         help="thinking tokens per output token",
     )
     p.add_argument("--out", type=Path, help="run directory (default: runs/<timestamp>-<method>)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on with the run in --out: send only the samples it has no response for",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="no per-round log lines")
 
 
@@ -220,22 +234,23 @@ def _print_result(result: RunResult, label: str, simulated: bool) -> None:
 
 async def cmd_run(args: argparse.Namespace) -> int:
     suite, items = _suite(args)
-    out = args.out or _default_out(args.method)
-    result = await _run_one(args, args.method, out, suite, items)
+    out = _out_dir(args, args.method)
+    result = await _run_one(args, args.method, out, suite, items, resume=args.resume)
     _print_result(result, f"{args.method} on {suite.name}", args.provider == "sim")
     return 0
 
 
 async def cmd_compare(args: argparse.Namespace) -> int:
     suite, items = _suite(args)
-    out: Path = args.out or _default_out("compare")
-    _require_empty(out)
+    out = _out_dir(args, "compare")
+    if not args.resume:
+        _require_empty(out)
     runs: dict[str, list[dict[str, Any]]] = {}
     # elim runs first; its warm-up samples are then shared with every other method, which
     # replays them from its journal instead of sending them again (same seed, same prompts).
     order = ["elim", "unif", "rand", "adpt"]
     for method in order:
-        if method != "elim":
+        if method != "elim" and not (out / method / "journal.jsonl").exists():
             _share_warmup(
                 out / "elim" / "journal.jsonl", out / method / "journal.jsonl", args.warmup
             )
@@ -256,6 +271,14 @@ async def cmd_compare(args: argparse.Namespace) -> int:
     if simulated:
         print(f"note: {SIM_NOTE}")
     return 0
+
+
+def _out_dir(args: argparse.Namespace, label: str) -> Path:
+    if args.resume and args.out is None:
+        raise ConfigError("--resume: name the run directory with --out")
+    out: Path = args.out or _default_out(label)
+    args.out = out  # for the resume hint if the run is interrupted
+    return out
 
 
 def _require_empty(out: Path) -> None:
@@ -283,8 +306,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, DataError) as exc:
         print(f"ttc: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        print(f"ttc: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        print("ttc: interrupted", file=sys.stderr)
+        hint = f"; go on with: ttc {args.command} --resume --out {args.out}" if args.out else ""
+        print(f"ttc: interrupted{hint}", file=sys.stderr)
         return 130
 
 

@@ -1,11 +1,11 @@
 """The run loop: Algorithm 1 over rounds, with a barrier between rounds.
 
     for each round t:
-        rows  = allocation.active(t)                      # unif: all; elim/rand/adpt: unsolved
-        plan  = intervention.plan(t, rows) if t > R_warm  # demonstrations per question
-        jobs  = K samples per row, prompts rendered lazily from the suite's templates
-        run_round(jobs)                                   # limiter → retries → provider → verifiers
-        barrier: stats, journal, index the newly solved questions
+        rows  = every question in warm-up rounds, else allocation.active(t)
+        plan  = intervention.plan(t, rows) in adaptive rounds  # demonstrations per question
+        RoundRun: replay the journal's samples, send the rest (limiter → retries → provider),
+                  journal each as it lands, judge it in the verifier pool, account it
+        barrier: round totals; the newly solved questions join the FAISS index
 
 The engine never calls `asyncio.run` and never touches the loop policy: `Engine.run` is an
 ordinary coroutine, so it embeds in any async service.
@@ -16,47 +16,29 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import math
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ttc.engine._config import RunConfig
-from ttc.engine._errors import ConfigError, ProviderError
+import orjson
+
+from ttc.engine._config import FLAGS, RunConfig
+from ttc.engine._errors import ConfigError
 from ttc.engine._journal import Journal, SampleKey, completed_samples
 from ttc.engine._limiter import Limiter
 from ttc.engine._neighbours import Retrieval
 from ttc.engine._retry import RetryPolicy
+from ttc.engine._round import RoundRun
 from ttc.engine._rundir import RunDir
-from ttc.engine._scheduler import Job, Outcome, Sender, run_round
 from ttc.engine._state import QuestionRecord, RoundStats, RunState
 from ttc.engine._strategy import DemoPlan, Strategy, preset
-from ttc.engine._types import (
-    Demo,
-    Embedder,
-    FloatArray,
-    Item,
-    Message,
-    Provider,
-    Request,
-    Suite,
-    Usage,
-    Verdict,
-)
+from ttc.engine._types import Embedder, FloatArray, Item, Provider, Suite, Usage
 from ttc.engine._verify import VerifierPool
 
 log = logging.getLogger("ttc")
-
-FinishFn = Callable[[Job, "str | None", Usage, bool], None]
-
-
-def sample_seed(run_seed: int, item_id: str, round_no: int, k: int) -> int:
-    """The sampling seed of one planned sample: stable across processes, fits in 31 bits."""
-    digest = hashlib.blake2b(f"{run_seed}/{item_id}/{round_no}/{k}".encode(), digest_size=8)
-    return int.from_bytes(digest.digest(), "big") & 0x7FFFFFFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,61 +124,139 @@ class Engine:
         if not items:
             raise ConfigError("the test set is empty")
         state = RunState(items)
-        self.verifiers.start()
-        journal: Journal | None = None
-        done: dict[SampleKey, dict[str, Any]] = {}
-        handler = None
-        if self.rundir is not None:
-            handler = self.rundir.attach_log()
-            if self.resume:
-                done = completed_samples(self.rundir.journal_path)
-            elif self.rundir.journal_path.exists():
-                raise ConfigError(
-                    f"--out: {self.rundir.path} already holds a run; "
-                    "resume it or pick a new directory"
-                )
-            self.rundir.write_config(self._describe(items))
-            journal = Journal(self.rundir.journal_path).open()
-            journal.append({"ev": "start", "resumed": bool(done), "t": time.time()})
-        started = time.perf_counter()
         cfg = self.config
+        needs_vectors = self.strategy.needs_embeddings and cfg.rounds > cfg.warmup_rounds
+        if self.rundir is not None and self.rundir.path.exists() and not self.rundir.path.is_dir():
+            raise ConfigError(f"--out: {self.rundir.path} exists and is not a directory")
+        handler = self.rundir.attach_log() if self.rundir is not None else None
+        journal: Journal | None = None
         embedding: asyncio.Task[FloatArray] | None = None
-        if self.strategy.needs_embeddings and cfg.rounds > cfg.warmup_rounds:
-            # Choose the embedder now (a missing model is an error before any request), and
-            # embed the questions in a thread while the warm-up rounds run.
-            embedding = asyncio.create_task(self._embed(state, self._embedder()))
+        owns_pool = began = False
+        started = time.perf_counter()
         try:
+            # Everything that can be refused is refused before the journal or a request.
+            embedder = self._embedder() if needs_vectors else None
+            done = self._prepare_rundir(items)
+            owns_pool = not self.verifiers.started
+            self.verifiers.start()
+            began = True
+            if self.rundir is not None:
+                journal = Journal(self.rundir.journal_path).open()
+                journal.append({"ev": "start", "resumed": bool(done), "t": time.time()})
+            if embedder is not None:
+                log.info("questions are embedded with the %s embedder", embedder.name)
+                # In a thread, while the warm-up rounds run: loading a model takes seconds.
+                embedding = asyncio.create_task(self._embed(state, embedder))
             retrieval: Retrieval | None = None
             for t in range(1, cfg.rounds + 1):
                 adaptive = t > cfg.warmup_rounds
                 if adaptive and retrieval is None and embedding is not None:
-                    vectors = await embedding
-                    retrieval = await asyncio.to_thread(Retrieval, state, vectors)
-                stats = await self._round(t, adaptive, state, retrieval, journal, done)
-                state.rounds.append(stats)
+                    retrieval = await asyncio.to_thread(Retrieval, state, await embedding)
+                stats = RoundStats(round=t, adaptive=adaptive)
+                state.rounds.append(stats)  # an interrupted round is reported as incomplete
+                round_started = time.perf_counter()
+                await self._round(state, stats, retrieval, journal, done)
+                stats.wall_s = time.perf_counter() - round_started
+                stats.complete = True
+                self._end_round(stats, journal)
                 if retrieval is not None:
                     await asyncio.to_thread(retrieval.sync)
-                log.info(
-                    "round %d/%d: %d active, %d requests, %d solved (%.1f%%), %d output tokens",
-                    t,
-                    cfg.rounds,
-                    stats.active,
-                    stats.requests,
-                    stats.solved,
-                    100 * stats.coverage,
-                    stats.usage.output_tokens,
-                )
         finally:
             if embedding is not None and not embedding.done():
                 embedding.cancel()
             wall = time.perf_counter() - started
             if journal is not None:
                 journal.close()
-            if self.rundir is not None:
+            if began and self.rundir is not None:
                 self.rundir.write_results(state, self._summary_extra(), wall)
-                if handler is not None:
-                    self.rundir.detach_log(handler)
+            if handler is not None and self.rundir is not None:
+                self.rundir.detach_log(handler)
+            if owns_pool:
+                await self.verifiers.aclose()
         return RunResult(state.items, state.records, state.rounds, wall, self._out_path())
+
+    async def _round(
+        self,
+        state: RunState,
+        stats: RoundStats,
+        retrieval: Retrieval | None,
+        journal: Journal | None,
+        done: dict[SampleKey, dict[str, Any]],
+    ) -> None:
+        t = stats.round
+        # Algorithm 1's warm-up samples every question ("for each x in S"); the allocation
+        # decides from the first adaptive round on.
+        adaptive = stats.adaptive
+        rows = self.strategy.allocation.active(t, state) if adaptive else list(range(state.n))
+        plan: DemoPlan = {}
+        if stats.adaptive and rows:
+            hood = retrieval if retrieval is not None else _NoRetrieval()
+            plan = await asyncio.to_thread(self.strategy.intervention.plan, t, rows, state, hood)
+        await RoundRun(self, state, stats, journal, done).run(rows, plan)
+
+    def _end_round(self, stats: RoundStats, journal: Journal | None) -> None:
+        log.info(
+            "round %d/%d: %d active, %d requests, %d solved (%.1f%%), %d output tokens",
+            stats.round,
+            self.config.rounds,
+            stats.active,
+            stats.requests,
+            stats.solved,
+            100 * stats.coverage,
+            stats.usage.output_tokens,
+        )
+        if journal is not None:
+            journal.append(
+                {
+                    "ev": "round",
+                    "round": stats.round,
+                    "active": stats.active,
+                    "requests": stats.requests,
+                    "solved": stats.solved,
+                    "coverage": stats.coverage,
+                    "errors": stats.errors,
+                    "retries": stats.retries,
+                    "wall_s": round(stats.wall_s, 3),
+                }
+            )
+            journal.sync()
+
+    def _prepare_rundir(self, items: Sequence[Item]) -> dict[SampleKey, dict[str, Any]]:
+        """Checks the run directory, writes config.json; returns the journal's samples on resume."""
+        if self.rundir is None:
+            return {}
+        rundir = self.rundir
+        description = self._describe(items)
+        if not self.resume:
+            if rundir.journal_path.exists():
+                raise ConfigError(
+                    f"--out: {rundir.path} already holds a run; "
+                    "resume it (--resume) or pick a new directory"
+                )
+            rundir.write_config(description)
+            return {}
+        if rundir.config_path.exists():
+            self._check_same_run(orjson.loads(rundir.config_path.read_bytes()), description)
+        else:
+            rundir.write_config(description)
+        return completed_samples(rundir.journal_path)
+
+    def _check_same_run(self, before: dict[str, Any], now: dict[str, Any]) -> None:
+        """A resumed run must be the same experiment; limits and timeouts may change."""
+        operational = {"concurrency", "rpm", "tpm", "timeout_s", "max_attempts", "verifier_workers"}
+        old_cfg, new_cfg = before.get("config", {}), now["config"]
+        for key in sorted(set(old_cfg) | set(new_cfg)):
+            if key not in operational and old_cfg.get(key) != new_cfg.get(key):
+                raise ConfigError(
+                    f"{FLAGS.get(key, key)}: the run in {self._out_path()} used "
+                    f"{old_cfg.get(key)!r}, not {new_cfg.get(key)!r}; a resumed run must match"
+                )
+        for key in ("suite", "items", "items_sha256", "provider", "model", "strategy"):
+            if before.get(key) != now.get(key):
+                raise ConfigError(
+                    f"--resume: the run in {self._out_path()} had a different {key} "
+                    f"({before.get(key)!r}, now {now.get(key)!r})"
+                )
 
     def _out_path(self) -> Path | None:
         return None if self.rundir is None else self.rundir.path
@@ -205,9 +265,7 @@ class Engine:
         from ttc.adapters import make_embedder
 
         spec = self._embedder_spec
-        embedder = make_embedder(spec, log=log) if isinstance(spec, str) else spec
-        log.info("questions are embedded with the %s embedder", embedder.name)
-        return embedder
+        return make_embedder(spec, log=log) if isinstance(spec, str) else spec
 
     async def _embed(self, state: RunState, embedder: Embedder) -> FloatArray:
         from ttc.retrieval import cached_embeddings
@@ -219,181 +277,12 @@ class Engine:
             return await asyncio.to_thread(cached_embeddings, path, ids, texts, embedder)
         return await asyncio.to_thread(embedder.embed, texts)
 
-    async def _round(
-        self,
-        t: int,
-        adaptive: bool,
-        state: RunState,
-        retrieval: Retrieval | None,
-        journal: Journal | None,
-        done: dict[SampleKey, dict[str, Any]],
-    ) -> RoundStats:
-        started = time.perf_counter()
-        strategy, cfg = self.strategy, self.config
-        stats = RoundStats(round=t, adaptive=adaptive)
-        rows = strategy.allocation.active(t, state)
-        stats.active = len(rows)
-        plan: DemoPlan = {}
-        if adaptive and rows:
-            hood = retrieval if retrieval is not None else _NoRetrieval()
-            plan = await asyncio.to_thread(strategy.intervention.plan, t, rows, state, hood)
+    def expected_output_tokens(self) -> int:
+        """The running mean of output (and thinking) tokens, for the TPM estimate of a request."""
+        return int(self._mean_output)
 
-        def emit(event: dict[str, Any]) -> None:
-            if journal is not None:
-                journal.append(event)
-
-        last_progress = [time.monotonic()]
-
-        def finish(job: Job, text: str | None, usage: Usage, passed: bool) -> None:
-            stats.samples += 1
-            stats.usage = stats.usage + usage
-            stats.passed += passed
-            stats.errors += text is None
-            if state.record_sample(job.row, t, job.k, text, usage, passed):
-                stats.newly_solved += 1
-            now = time.monotonic()
-            if now - last_progress[0] >= PROGRESS_EVERY_S:
-                last_progress[0] = now
-                planned = stats.active * cfg.k
-                log.info(
-                    "round %d: %d/%d samples, %d newly solved, %d errors, %d retries",
-                    t, stats.samples, planned, stats.newly_solved, stats.errors, stats.retries,
-                )  # fmt: skip
-
-        def on_retry(job: Job, attempt: int, error: ProviderError, delay: float) -> None:
-            stats.retries += 1
-            emit(
-                {
-                    "ev": "retry",
-                    "round": t,
-                    "item": state.items[job.row].id,
-                    "k": job.k,
-                    "attempt": attempt,
-                    "error": error.kind,
-                    "message": str(error)[:500],
-                    "delay": round(delay, 3),
-                }
-            )
-
-        async def on_finished(landed: list[tuple[Job, Outcome]]) -> None:
-            answered = [(job, out.completion) for job, out in landed if out.completion is not None]
-            pairs = [(state.items[job.row], comp.texts[0]) for job, comp in answered]
-            verdicts = iter(await self.verifiers.judge_many(pairs) if pairs else [])
-            for job, outcome in landed:
-                event: dict[str, Any] = {
-                    "ev": "sample",
-                    "round": t,
-                    "item": state.items[job.row].id,
-                    "k": job.k,
-                    "attempts": outcome.attempts,
-                    "demos": [d.item_id for d in job.request.demos],
-                }
-                comp = outcome.completion
-                if comp is None:
-                    assert outcome.error is not None
-                    err = outcome.error
-                    event.update(ok=False, error=err.kind, message=str(err)[:500])
-                    emit(event)
-                    finish(job, None, Usage(), False)
-                    continue
-                self._observe_output(comp.usage)
-                verdict = next(verdicts)
-                passed = strategy.judgement.passed(verdict)
-                u = comp.usage
-                event.update(
-                    ok=True,
-                    text=comp.texts[0],
-                    usage=[u.input_tokens, u.output_tokens, u.thinking_tokens],
-                    latency=round(comp.latency_s, 4),
-                    score=verdict.score,
-                    answer=verdict.answer,
-                    passed=passed,
-                )
-                emit(event)
-                finish(job, comp.texts[0], u, passed)
-
-        # Samples already in the journal (resume, or a warm-up shared across methods) are
-        # replayed in plan order instead of sent: a completed response is never bought twice.
-        ids = [state.items[row].id for row in rows]
-        replays = sum((t, item_id, k) in done for item_id in ids for k in range(cfg.k))
-        stats.requests = len(rows) * cfg.k - replays
-        stats.replayed = replays
-
-        def to_send() -> Iterator[Job]:
-            for job in self._jobs(t, rows, plan, state):
-                event = done.pop((t, ids_by_row[job.row], job.k), None)
-                if event is None:
-                    yield job
-                else:
-                    self._replay(job, event, finish)
-
-        ids_by_row = dict(zip(rows, ids, strict=True))
-        if stats.requests:
-            sender = Sender(
-                self.provider,
-                self.limiter,
-                self.retry,
-                cfg.timeout_s,
-                on_retry,
-                seed=sample_seed(cfg.seed, "retry", t, 0),
-            )
-            workers = min(cfg.concurrency, stats.requests)
-            # A few verify workers per verifier process keep every process busy.
-            verifiers = min(workers, max(4, 4 * cfg.verifier_workers))
-            await run_round(to_send(), sender, on_finished, workers=workers, verifiers=verifiers)
-        else:
-            for _ in to_send():
-                raise AssertionError("every sample of this round was expected in the journal")
-        stats.solved = state.solved_count()
-        stats.coverage = stats.solved / state.n
-        stats.wall_s = time.perf_counter() - started
-        emit(
-            {
-                "ev": "round",
-                "round": t,
-                "active": stats.active,
-                "requests": stats.requests,
-                "solved": stats.solved,
-                "coverage": stats.coverage,
-                "errors": stats.errors,
-                "retries": stats.retries,
-                "wall_s": round(stats.wall_s, 3),
-            }
-        )
-        if journal is not None:
-            journal.sync()
-        return stats
-
-    def _jobs(self, t: int, rows: Sequence[int], plan: DemoPlan, state: RunState) -> Iterator[Job]:
-        cfg = self.config
-        for row in rows:
-            item = state.items[row]
-            demos = tuple(
-                Demo(state.items[r].id, state.items[r].question, resp, sim)
-                for r, sim in plan.get(row, ())
-                if (resp := state.response(r)) is not None
-            )
-            # With no solved neighbour yet, an adaptive prompt has nothing to show: zero-shot.
-            prompt = (
-                self.suite.adaptive_prompt(item, demos) if demos else self.suite.warmup_prompt(item)
-            )
-            est = math.ceil(len(prompt) / 4) + int(self._mean_output)
-            messages = (Message("user", prompt),)
-            for k in range(cfg.k):
-                sampling = replace(cfg.sampling, seed=sample_seed(cfg.seed, item.id, t, k))
-                request = Request(messages, sampling, 1, item.id, demos)
-                yield Job(row, t, k, request, est)
-
-    def _replay(self, job: Job, event: dict[str, Any], finish: FinishFn) -> None:
-        if not event.get("ok"):
-            finish(job, None, Usage(), False)
-            return
-        usage = Usage(*event["usage"])
-        verdict = Verdict(float(event["score"]), event.get("answer"))
-        finish(job, str(event["text"]), usage, self.strategy.judgement.passed(verdict))
-
-    def _observe_output(self, usage: Usage) -> None:
-        # A running mean of output length, for the token estimate the TPM bucket is charged.
+    def observe_output(self, usage: Usage) -> None:
+        """Feeds one completion's usage into the running mean."""
         self._outputs_seen += 1
         produced = usage.output_tokens + usage.thinking_tokens
         self._mean_output += (produced - self._mean_output) / self._outputs_seen
@@ -425,15 +314,13 @@ class Engine:
             "model": self.provider.model,
             "suite": self.suite.name,
             "method": self.config.method,
+            "rounds_planned": self.config.rounds,
         }
         if getattr(self.provider, "simulated", False):
             extra["simulated"] = True
             extra["note"] = SIM_NOTE
         return extra
 
-
-# Within a long round, a progress line this often (the round's own line comes at its end).
-PROGRESS_EVERY_S = 10.0
 
 SIM_NOTE = (
     "simulated: these numbers come from the offline sim provider; they measure the engine's "

@@ -1,11 +1,16 @@
 """The append-only journal of a run: one orjson line per event, written through at once.
 
 Event kinds (`ev`):
-- `start`: a run (or a resumed run) began; carries the resolved config.
-- `sample`: one planned sample finished, with its text, usage, verdict, or its final error.
-  Keyed by (round, item, k); a key present in the journal is never sent again.
+- `start`: a run (or a resumed run) began.
+- `sample`: one planned sample landed, written the moment it lands: its text, usage, attempts and
+  the demonstrations it was shown, or its final error. Keyed by (round, item, k).
+- `verdict`: the verifier's judgement of a landed sample (score, extracted answer, passed).
 - `retry`: one failed attempt that will be retried (kind, message, delay).
 - `round`: a round's totals, written at its barrier.
+
+On resume, a sample with a response is never sent again (a landed sample with no verdict yet is
+judged again, not bought again); a sample that ended in an error was never paid for, and is sent
+again.
 
 Each line goes to the OS with one unbuffered write, so a killed process loses at most the line
 it was writing; a torn last line is cut off when the journal is reopened.
@@ -45,12 +50,30 @@ def read_journal(path: Path) -> Iterator[dict[str, Any]]:
         yield event
 
 
+_SAMPLE_FIELDS = ("round", "item", "k", "ok", "text", "usage")
+
+
 def completed_samples(path: Path) -> dict[SampleKey, dict[str, Any]]:
-    """The finished samples of a journal, keyed by (round, item id, k)."""
+    """The samples of a journal that have a response, keyed by (round, item id, k).
+
+    A sample's `verdict` event, when there is one, is merged into it (`score`, `answer`, `passed`).
+    """
     done: dict[SampleKey, dict[str, Any]] = {}
-    for event in read_journal(path):
-        if event["ev"] == "sample":
-            done[(int(event["round"]), str(event["item"]), int(event["k"]))] = event
+    for lineno, event in enumerate(read_journal(path), start=1):
+        kind = event["ev"]
+        if kind not in ("sample", "verdict"):
+            continue
+        try:
+            key = (int(event["round"]), str(event["item"]), int(event["k"]))
+            if kind == "sample" and event["ok"]:
+                missing = [f for f in _SAMPLE_FIELDS if f not in event]
+                if missing:
+                    raise KeyError(missing[0])
+                done[key] = dict(event)
+            elif kind == "verdict" and key in done:
+                done[key].update(score=float(event["score"]), answer=event.get("answer"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"{path}: {kind} event #{lineno} lacks a valid {exc}") from exc
     return done
 
 
@@ -79,7 +102,9 @@ class Journal:
         """Write one event as one line, straight to the OS."""
         if self._fd is None:
             raise RuntimeError("journal is not open")
-        os.write(self._fd, orjson.dumps(event) + b"\n")
+        data = memoryview(orjson.dumps(event) + b"\n")
+        while data:  # os.write may write less than asked (a full disk, a signal)
+            data = data[os.write(self._fd, data) :]
 
     def sync(self) -> None:
         """Make what was written survive a machine crash (called at round barriers)."""

@@ -30,6 +30,7 @@ def round_row(s: RoundStats) -> dict[str, Any]:
         "errors": s.errors,
         "retries": s.retries,
         "wall_s": round(s.wall_s, 3),
+        "complete": s.complete,
     }
 
 

@@ -106,7 +106,10 @@ class RunDir:
             "questions": state.n,
             "solved": solved,
             "coverage": solved / state.n if state.n else 0.0,
-            "rounds_completed": len(state.rounds),
+            "rounds_completed": sum(s.complete for s in state.rounds),
+            "complete": bool(state.rounds)
+            and all(s.complete for s in state.rounds)
+            and len(state.rounds) == extra.get("rounds_planned", len(state.rounds)),
             "input_tokens": total.input_tokens,
             "output_tokens": total.output_tokens,
             "thinking_tokens": total.thinking_tokens,

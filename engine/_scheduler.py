@@ -2,8 +2,9 @@
 
     jobs (lazy) ─► queue ─► request workers ─► send_with_retry ─► send_limited ─► provider.generate
                                                │
-                                               └─► finished queue ─► verify workers ─► on_finished
-                                                                      (in batches of what landed)
+                                               ├─► on_landed (journaled at once: never lost)
+                                               └─► landed queue ─► verify workers ─► on_judged
+                                                                   (in batches of what landed)
 
 Request workers are as many as the concurrency cap, verify workers a few per verifier process;
 jobs are built lazily and the queues are bounded, so no task or prompt exists for work that cannot
@@ -112,40 +113,44 @@ class Sender:
 async def run_round(
     jobs: Iterable[Job],
     sender: Sender,
-    on_finished: Callable[[list[tuple[Job, Outcome]]], Awaitable[None]],
+    on_landed: Callable[[Job, Outcome], None],
+    on_judged: Callable[[list[tuple[Job, Completion]]], Awaitable[None]],
     *,
     workers: int,
     verifiers: int,
     batch: int = 64,
 ) -> None:
-    """Sends every job and hands outcomes to `on_finished` as soon as they land."""
+    """Sends every job; `on_landed` sees each outcome at once, `on_judged` the answered ones."""
     todo: asyncio.Queue[Job | None] = asyncio.Queue(maxsize=2 * workers)
-    done: asyncio.Queue[tuple[Job, Outcome] | None] = asyncio.Queue(maxsize=2 * workers)
+    landed: asyncio.Queue[tuple[Job, Completion] | None] = asyncio.Queue(maxsize=2 * workers)
     senders_left = workers
 
     async def request_worker() -> None:
         nonlocal senders_left
         while (job := await todo.get()) is not None:
-            await done.put((job, await sender.send_with_retry(job)))
+            outcome = await sender.send_with_retry(job)
+            on_landed(job, outcome)
+            if outcome.completion is not None:
+                await landed.put((job, outcome.completion))
         senders_left -= 1
         if senders_left == 0:
             for _ in range(verifiers):
-                await done.put(None)
+                await landed.put(None)
 
     async def verify_worker() -> None:
         finished = False
         while not finished:
-            first = await done.get()
+            first = await landed.get()
             if first is None:
                 return
-            landed = [first]
-            while len(landed) < batch and not done.empty():
-                more = done.get_nowait()
+            group = [first]
+            while len(group) < batch and not landed.empty():
+                more = landed.get_nowait()
                 if more is None:
                     finished = True
                     break
-                landed.append(more)
-            await on_finished(landed)
+                group.append(more)
+            await on_judged(group)
 
     async with asyncio.TaskGroup() as tg:
         for _ in range(workers):

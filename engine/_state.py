@@ -48,6 +48,8 @@ class RoundStats:
     retries: int = 0
     replayed: int = 0
     wall_s: float = 0.0
+    # False while the round runs, and for a round the run was stopped in.
+    complete: bool = False
 
 
 class RunState:

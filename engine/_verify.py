@@ -57,6 +57,11 @@ class VerifierPool:
         self._warming: list[Future[bool]] = []
         self.judged = 0
 
+    @property
+    def started(self) -> bool:
+        """Whether the worker processes are running (always true in-process)."""
+        return self.workers == 0 or self._pool is not None
+
     def start(self) -> None:
         if self.workers > 0 and self._pool is None:
             self._pool = ProcessPoolExecutor(
@@ -83,22 +88,26 @@ class VerifierPool:
         if self._pool is None:
             return [_judge_safely(self.suite, item, text) for item, text in pairs]
         loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._pool, _judge_many, pairs)
-        except BrokenProcessPool:
-            # A worker died (killed, out of memory); start a fresh pool and judge once more.
-            log.warning("verifier worker died; restarting the pool")
-            self._restart()
+        for _ in range(2):
+            pool = self._pool
+            assert pool is not None
             try:
-                return await loop.run_in_executor(self._pool, _judge_many, pairs)
+                return await loop.run_in_executor(pool, _judge_many, pairs)
             except BrokenProcessPool:
-                reason = "verifier worker died twice on this batch"
-                log.warning(reason)
-                return [Verdict(0.0, None, reason) for _ in pairs]
+                # A worker died (killed, out of memory). Every batch in flight on that pool
+                # fails at once: only the first to notice starts a fresh pool.
+                if self._pool is pool:
+                    log.warning("a verifier process died; restarting the pool")
+                    self._restart()
+        reason = "verifier process died twice on this batch"
+        log.warning(reason)
+        return [Verdict(0.0, None, reason) for _ in pairs]
 
     def _restart(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            # No cancel_futures: a broken pool fails its pending futures itself, and a cancelled
+            # future would cancel the verify task awaiting it and drop its batch.
+            self._pool.shutdown(wait=False)
             self._pool = None
         self.start()
 

@@ -195,3 +195,12 @@ def test_bad_config_names_the_flag(bad: dict[str, object]) -> None:
 
     with pytest.raises(ConfigError, match="--"):
         RunConfig(**bad)  # type: ignore[arg-type]
+
+
+async def test_warmup_rounds_sample_every_question() -> None:
+    # Algorithm 1, stage 1: "for each x in S" in every warm-up round; elimination after.
+    provider = ScriptedProvider({"q0": [right("q0")]})
+    result = await run(provider, 3, method="elim", rounds=3, warmup_rounds=2)
+    assert [s.active for s in result.rounds] == [3, 3, 2]
+    assert dict(provider.calls) == {"q0": 2, "q1": 3, "q2": 3}
+    assert result.response("q0") == right("q0")

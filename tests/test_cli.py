@@ -30,9 +30,14 @@ def check_consistent(run: Path, k: int = 1) -> Any:
     """Every planned sample has exactly one verdict or error, and the totals agree everywhere."""
     summary = load(run / "summary.json")
     results = [orjson.loads(x) for x in (run / "results.jsonl").read_bytes().splitlines()]
-    samples = [e for e in read_journal(run / "journal.jsonl") if e["ev"] == "sample"]
+    events = list(read_journal(run / "journal.jsonl"))
+    samples = [e for e in events if e["ev"] == "sample"]
     keys = Counter((e["round"], e["item"], e["k"]) for e in samples)
     assert max(keys.values()) == 1, "a sample was recorded twice"
+    # every answered sample has exactly one verdict, and nothing else has one
+    verdicts = {(e["round"], e["item"], e["k"]): e for e in events if e["ev"] == "verdict"}
+    assert len(verdicts) == sum(e["ev"] == "verdict" for e in events)
+    assert set(verdicts) == {(e["round"], e["item"], e["k"]) for e in samples if e["ok"]}
     for r in summary["rounds"]:
         in_round = [e for e in samples if e["round"] == r["round"]]
         assert len(in_round) == r["active"] * k == r["samples"]
@@ -44,7 +49,7 @@ def check_consistent(run: Path, k: int = 1) -> Any:
         assert sum(x[field] for x in results) == summary[field]
     first_pass: dict[str, str] = {}
     for e in sorted(samples, key=lambda e: (e["round"], e["k"])):
-        if e.get("passed"):
+        if e["ok"] and verdicts[(e["round"], e["item"], e["k"])]["passed"]:
             first_pass.setdefault(e["item"], e["text"])
     assert {x["id"]: x["response"] for x in results if x["solved"]} == first_pass
     return summary
@@ -64,6 +69,8 @@ def test_ttc_run_end_to_end_on_40_problems(tmp_path: Path) -> None:
     summary = check_consistent(out)
     assert summary["questions"] == 40
     assert summary["simulated"] is True
+    assert summary["complete"] is True
+    assert summary["rounds_completed"] == 4
     assert "machinery" in summary["note"]
     assert [r["round"] for r in summary["rounds"]] == [1, 2, 3, 4]
     actives = [r["active"] for r in summary["rounds"]]
@@ -110,15 +117,59 @@ def test_ttc_compare_shares_the_warmup_and_plots(tmp_path: Path) -> None:
         (["--method", "best"], "--method"),
         (["--rpm", "-5"], "--rpm"),
         (["--neighbours", "near"], "--neighbours"),
+        (["--timeout", "nan"], "--timeout"),
+        (["--top-p", "5"], "--top-p"),
+        (["--temperature", "inf"], "--temperature"),
+        (["--resume"], "--resume"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_the_flag(
     tmp_path: Path, args: list[str], flag: str
 ) -> None:
-    proc = ttc("run", *args, "--out", str(tmp_path / "x"), cwd=tmp_path)
+    out = [] if "--resume" in args else ["--out", str(tmp_path / "x")]
+    proc = ttc("run", *args, *out, cwd=tmp_path)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert flag in lines[0]
     assert lines[0].startswith("ttc: error:")
     assert not (tmp_path / "x").exists()
+
+
+def test_an_out_that_is_a_file_is_one_line(tmp_path: Path) -> None:
+    target = tmp_path / "taken"
+    target.write_text("not a run")
+    for command in ("run", "compare"):
+        proc = ttc(command, "--per-task", "1", "--out", str(target), cwd=tmp_path)
+        assert proc.returncode in (1, 2)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1, proc.stderr
+        assert str(target) in lines[0]
+    assert target.read_text() == "not a run"
+
+
+@pytest.mark.slow
+def test_ttc_run_resume_goes_on_and_sends_nothing_twice(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    common = ["--per-task", "3", "--embedder", "lexical", "--workers", "1", "--out", str(out)]
+    assert ttc("run", "--rounds", "2", *common, cwd=tmp_path).returncode == 0
+    refused = ttc("run", "--rounds", "2", *common, cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "--resume" in refused.stderr
+    wrong = ttc("run", "--rounds", "2", "--seed", "9", "--resume", *common, cwd=tmp_path)
+    assert wrong.returncode == 2
+    assert "--seed" in wrong.stderr
+    # --rounds is part of the experiment too: a finished run stays as it was
+    again = ttc("run", "--rounds", "2", "--resume", *common, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    summary = check_consistent_resumed(out)
+    assert [r["requests"] for r in summary["rounds"]] == [0, 0]
+    assert summary["complete"] is True
+
+
+def check_consistent_resumed(run: Path) -> Any:
+    summary = load(run / "summary.json")
+    results = [orjson.loads(x) for x in (run / "results.jsonl").read_bytes().splitlines()]
+    assert sum(x["output_tokens"] for x in results) == summary["output_tokens"]
+    assert sum(x["solved"] for x in results) == summary["solved"]
+    return summary

@@ -37,7 +37,9 @@ async def test_rate_limit_then_success_recovers(tmp_path: Path) -> None:
     samples = [e for e in events if e["ev"] == "sample"]
     assert len(samples) == 1
     assert samples[0]["attempts"] == 2
-    assert samples[0]["passed"] is True
+    verdict = next(e for e in events if e["ev"] == "verdict")
+    assert verdict["passed"] is True
+    assert verdict["item"] == "q0"
     assert result.rounds[0].retries == 1
 
 

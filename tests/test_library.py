@@ -68,3 +68,24 @@ async def test_fallback_embedder_is_named_in_the_run_log(
     assert "lexical" in log
     assert "WARNING" in log
     assert "MiniLM" in log
+
+
+async def test_a_missing_model_is_refused_before_the_journal_and_leaves_out_reusable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import logging
+
+    from ttc.engine import ConfigError
+
+    monkeypatch.setattr(embedders, "minilm_available", lambda: False)
+    suite = ReasoningGymSuite(per_task=1)
+    items = suite.items()
+    config = RunConfig(method="adpt", rounds=2, verifier_workers=0)
+    handlers = list(logging.getLogger("ttc").handlers)
+    provider = SimProvider(suite, items)
+    with pytest.raises(ConfigError, match="--embedder"):
+        await Engine(provider, suite, config, embedder="minilm", out_dir=tmp_path).run(items)
+    assert not (tmp_path / "journal.jsonl").exists()
+    assert logging.getLogger("ttc").handlers == handlers
+    result = await Engine(provider, suite, config, embedder="lexical", out_dir=tmp_path).run(items)
+    assert len(result.rounds) == 2

@@ -91,3 +91,74 @@ def test_corrupt_middle_line_names_file_and_line(tmp_path: Path) -> None:
         fh.write(b'{"ev":"round"}\n')
     with pytest.raises(DataError, match=r"journal.jsonl:2"):
         list(read_journal(path))
+
+
+async def test_resume_refuses_a_different_experiment(tmp_path: Path) -> None:
+    await run(ScriptedProvider(dict(SCRIPT)), tmp_path)
+    suite = FakeSuite(pool=items(5))
+    other = RunConfig(method="elim", rounds=3, seed=7, verifier_workers=0)
+    engine = Engine(ScriptedProvider(), suite, other, out_dir=tmp_path, resume=True)
+    with pytest.raises(ConfigError, match="--seed"):
+        await engine.run()
+    # Limits may change on resume.
+    faster = RunConfig(method="elim", rounds=3, concurrency=3, verifier_workers=0)
+    provider = ScriptedProvider()
+    async with Engine(provider, suite, faster, out_dir=tmp_path, resume=True) as engine:
+        await engine.run()
+    assert provider.history == []
+
+
+async def test_resume_sends_again_the_samples_that_failed(tmp_path: Path) -> None:
+    from ttc.engine import Fatal
+
+    failing = ScriptedProvider({"q0": [Fatal("bad key")], "q1": [Fatal("bad key")]})
+    first = await run(failing, tmp_path)
+    assert first.rounds[0].errors == 2
+    fixed = ScriptedProvider({"q0": ["right:q0"], "q1": ["right:q1"]})
+    second = await run(fixed, tmp_path, resume=True)
+    # Round 1's two failures were re-sent (they were never paid for); everything else the
+    # journal held was replayed, so nothing else was sent.
+    assert dict(fixed.calls) == {"q0": 1, "q1": 1}
+    assert second.rounds[0].requests == 2
+    assert second.rounds[0].replayed == 3
+    assert second.solved == 2
+
+
+async def test_a_landed_sample_without_verdict_is_judged_not_bought_again(tmp_path: Path) -> None:
+    first = await run(ScriptedProvider(dict(SCRIPT)), tmp_path)
+    path = tmp_path / "journal.jsonl"
+    # The run stopped after round 3's samples landed but before any was judged.
+    kept = [
+        ln
+        for ln in path.read_bytes().splitlines(keepends=True)
+        if not (orjson.loads(ln).get("round") == 3 and orjson.loads(ln)["ev"] != "sample")
+    ]
+    path.write_bytes(b"".join(kept))
+    provider = ScriptedProvider()
+    second = await run(provider, tmp_path, resume=True)
+    assert provider.history == []
+    assert second.response("q3") == first.response("q3") == "right:q3"
+    assert second.usage == first.usage
+    rejudged = [e for e in read_journal(path) if e["ev"] == "verdict" and e["round"] == 3]
+    assert len(rejudged) == 3
+
+
+async def test_an_interrupted_run_reports_what_it_did(tmp_path: Path) -> None:
+    import asyncio
+
+    slow: dict[str, list[Step]] = {f"q{i}": [(0.0 if i < 3 else 30.0, "wrong")] for i in range(5)}
+    config = RunConfig(method="elim", rounds=3, verifier_workers=0)
+    engine = Engine(ScriptedProvider(slow), FakeSuite(pool=items(5)), config, out_dir=tmp_path)
+    task = asyncio.create_task(engine.run())
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    summary = orjson.loads((tmp_path / "summary.json").read_bytes())
+    results = [orjson.loads(x) for x in (tmp_path / "results.jsonl").read_bytes().splitlines()]
+    assert summary["complete"] is False
+    assert summary["rounds"][0]["complete"] is False
+    assert summary["rounds"][0]["samples"] == 3 == sum(r["samples"] for r in results)
+    assert summary["output_tokens"] == sum(r["output_tokens"] for r in results) == 30
+    landed = [e for e in read_journal(tmp_path / "journal.jsonl") if e["ev"] == "sample"]
+    assert len(landed) == 3

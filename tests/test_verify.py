@@ -1,0 +1,63 @@
+"""The verifier pool survives a worker process that dies, without a storm of restarts."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from fakes import FakeSuite, items
+
+from ttc.engine import Item, Verdict
+from ttc.engine._verify import VerifierPool
+
+
+@dataclass
+class DiesOnce(FakeSuite):
+    """Kills its own worker process the first time it judges (a stand-in for an OOM kill)."""
+
+    marker: str = ""
+
+    def judge(self, item: Item, response: str) -> Verdict:
+        if not os.path.exists(self.marker):
+            Path(self.marker).touch()
+            os._exit(1)
+        return super().judge(item, response)
+
+
+async def test_a_dead_worker_is_replaced_once_and_every_batch_is_judged(tmp_path: Path) -> None:
+    import asyncio
+
+    pool_items = items(40)
+    suite = DiesOnce(pool=pool_items, marker=str(tmp_path / "died"))
+    pool = VerifierPool(suite, workers=2)
+    pool.start()
+    restarts = 0
+    original = pool._restart
+
+    def counting_restart() -> None:
+        nonlocal restarts
+        restarts += 1
+        original()
+
+    pool._restart = counting_restart  # type: ignore[method-assign]
+    try:
+        batches = [[(it, it.reference) for it in pool_items[i : i + 5]] for i in range(0, 40, 5)]
+        results = await asyncio.gather(*(pool.judge_many(b) for b in batches))
+    finally:
+        await pool.aclose()
+    verdicts = [v for batch in results for v in batch]
+    assert len(verdicts) == 40
+    assert all(v.score == 1.0 for v in verdicts)
+    assert restarts == 1
+
+
+async def test_in_process_judging_turns_a_verifier_bug_into_a_zero() -> None:
+    class Buggy(FakeSuite):
+        def judge(self, item: Item, response: str) -> Verdict:
+            raise ZeroDivisionError("oops")
+
+    pool = VerifierPool(Buggy(pool=items(1)), workers=0)
+    [verdict] = await pool.judge_many([(items(1)[0], "x")])
+    assert verdict.score == 0.0
+    assert "ZeroDivisionError" in verdict.detail
