@@ -26,7 +26,7 @@ from ttc.engine._types import Item, Provider, Sampling, Suite
 
 log = logging.getLogger("ttc")
 
-SUITES = ("reasoning_gym",)
+SUITES = ("reasoning_gym", "math500", "minerva", "gpqa", "livecodebench", "custom")
 PROVIDERS = ("sim",)
 
 
@@ -61,16 +61,44 @@ def _number(
     return parse
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("test set")
+def _add_suite(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--suite", choices=SUITES, default="reasoning_gym", help="task suite")
-    g.add_argument("--limit", type=_number(int, 1), help="use only the first N questions")
+    g.add_argument("--data", type=Path, help="the suite's data file (all suites but reasoning_gym)")
+    g.add_argument("--suite-config", type=Path, help="JSON/TOML config of a custom suite")
     g.add_argument(
         "--per-task",
         type=_number(int, 1),
         default=100,
         help="Reasoning Gym problems per task (default 100: the paper's 400)",
     )
+    g.add_argument(
+        "--lcb-start",
+        type=_date,
+        default="2024-10-05",
+        help="LiveCodeBench: first release date (default: the paper's window)",
+    )
+    g.add_argument(
+        "--lcb-end",
+        type=_date,
+        default="2025-01-04",
+        help="LiveCodeBench: last release date, included",
+    )
+
+
+def _date(text: str) -> str:
+    import datetime
+
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a date YYYY-MM-DD, got {text!r}") from None
+    return text
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("test set")
+    _add_suite(g)
+    g.add_argument("--limit", type=_number(int, 1), help="use only the first N questions")
     g = p.add_argument_group("Algorithm 1")
     g.add_argument("--rounds", "-R", type=_number(int, 1), default=4, help="total rounds R")
     g.add_argument("--warmup", type=_number(int, 0), default=1, help="warm-up rounds R_warm")
@@ -106,7 +134,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--temperature", type=_number(float, 0), help="sampling temperature")
     g.add_argument("--top-p", type=_number(float, 0, inclusive=False, high=1), help="nucleus top_p")
     g.add_argument("--top-k", type=_number(int, 1), help="top_k")
-    g.add_argument("--max-output-tokens", type=_number(int, 1), help="output token limit")
+    g.add_argument("--max-tokens", type=_number(int, 1), help="output token limit per request")
     g = p.add_argument_group("sim provider (offline; measures the machinery, not the method)")
     g.add_argument(
         "--sim-latency",
@@ -140,6 +168,27 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(run)
     cmp = sub.add_parser("compare", help="run unif/elim/rand/adpt sharing one warm-up")
     _add_common(cmp)
+    ver = sub.add_parser(
+        "verify", help="judge responses produced elsewhere with a suite's verifier"
+    )
+    _add_suite(ver.add_argument_group("test set"))
+    ver.add_argument(
+        "--responses",
+        type=Path,
+        required=True,
+        help='JSONL, one {"id": ..., "response": ...} per line',
+    )
+    ver.add_argument(
+        "--out", type=Path, help="verdicts JSONL (default: <responses>.verdicts.jsonl)"
+    )
+    ver.add_argument("--workers", type=_number(int, 0), default=2, help="verifier processes")
+    ver.add_argument(
+        "--gamma",
+        type=_number(float, 0, inclusive=False, high=1),
+        default=1.0,
+        help="score at which a response passes",
+    )
+    ver.add_argument("--quiet", "-q", action="store_true")
     return parser
 
 
@@ -148,7 +197,7 @@ def _config(args: argparse.Namespace, method: str) -> RunConfig:
         temperature=args.temperature,
         top_p=args.top_p,
         top_k=args.top_k,
-        max_output_tokens=args.max_output_tokens,
+        max_output_tokens=args.max_tokens,
     )
     return RunConfig(
         rounds=args.rounds,
@@ -169,14 +218,38 @@ def _config(args: argparse.Namespace, method: str) -> RunConfig:
     )
 
 
-def _suite(args: argparse.Namespace) -> tuple[Suite, list[Item]]:
-    from ttc.adapters import ReasoningGymSuite
+def _make_suite(args: argparse.Namespace) -> Suite:
+    from ttc.adapters._suites import SuiteOptions, make_suite
 
-    suite = ReasoningGymSuite(per_task=args.per_task, seed=42)
+    options = SuiteOptions(
+        per_task=args.per_task,
+        suite_config=args.suite_config,
+        start=args.lcb_start,
+        end=args.lcb_end,
+    )
+    return make_suite(args.suite, args.data, options)
+
+
+def _suite(args: argparse.Namespace) -> tuple[Suite, list[Item]]:
+    suite = _make_suite(args)
     items = suite.items()
     if args.limit is not None:
         items = items[: args.limit]
     return suite, items
+
+
+async def cmd_verify(args: argparse.Namespace) -> int:
+    from ttc.engine._rescore import rescore
+
+    suite = _make_suite(args)
+    out = args.out or args.responses.with_suffix(".verdicts.jsonl")
+    summary = await rescore(suite, args.responses, out, workers=args.workers, gamma=args.gamma)
+    share = summary.passed / summary.judged if summary.judged else 0.0
+    print(
+        f"{summary.judged} responses judged by the {suite.name} verifier: "
+        f"{summary.passed} passed ({100 * share:.1f}%); verdicts: {summary.out}"
+    )
+    return 0
 
 
 def _provider(args: argparse.Namespace, suite: Suite, items: Sequence[Item]) -> Provider:
@@ -300,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("ttc").setLevel(logging.WARNING if args.quiet else logging.INFO)
-    commands = {"run": cmd_run, "compare": cmd_compare}
+    commands = {"run": cmd_run, "compare": cmd_compare, "verify": cmd_verify}
     try:
         return asyncio.run(commands[args.command](args))
     except (ConfigError, DataError) as exc:
@@ -310,7 +383,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ttc: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        hint = f"; go on with: ttc {args.command} --resume --out {args.out}" if args.out else ""
+        resumable = args.command in ("run", "compare") and args.out
+        hint = f"; go on with: ttc {args.command} --resume --out {args.out}" if resumable else ""
         print(f"ttc: interrupted{hint}", file=sys.stderr)
         return 130
 

@@ -121,6 +121,11 @@ def test_ttc_compare_shares_the_warmup_and_plots(tmp_path: Path) -> None:
         (["--top-p", "5"], "--top-p"),
         (["--temperature", "inf"], "--temperature"),
         (["--resume"], "--resume"),
+        (["--suite", "math500"], "--data"),
+        (["--suite", "gpqa", "--data", "/no/such/file.csv"], "--data"),
+        (["--data", "x.jsonl"], "--data"),
+        (["--suite", "custom", "--data", "/etc/hostname"], "--suite-config"),
+        (["--lcb-start", "yesterday"], "--lcb-start"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_the_flag(
@@ -173,3 +178,41 @@ def check_consistent_resumed(run: Path) -> Any:
     assert sum(x["output_tokens"] for x in results) == summary["output_tokens"]
     assert sum(x["solved"] for x in results) == summary["solved"]
     return summary
+
+
+def test_ttc_verify_rescores_responses_from_elsewhere(tmp_path: Path) -> None:
+    from ttc.adapters import ReasoningGymSuite
+
+    suite = ReasoningGymSuite(per_task=2)
+    chosen = suite.items()[:4]
+    lines = [{"id": it.id, "response": f"so \\boxed{{{it.reference}}}"} for it in chosen]
+    lines.append({"id": chosen[0].id, "response": "I think \\boxed{definitely wrong}"})
+    lines.append({"id": chosen[1].id, "text": "no boxed answer at all"})
+    responses = tmp_path / "r.jsonl"
+    responses.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    proc = ttc("verify", "--per-task", "2", "--responses", str(responses), "--workers", "1",
+               cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "4 passed" in proc.stdout
+    verdicts = [orjson.loads(x) for x in (tmp_path / "r.verdicts.jsonl").read_bytes().splitlines()]
+    assert [v["passed"] for v in verdicts] == [True, True, True, True, False, False]
+    assert [v["line"] for v in verdicts] == [1, 2, 3, 4, 5, 6]
+    assert verdicts[4]["answer"] == "definitely wrong"
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [(b"{not json\n", "malformed"), (b'{"response": "x"}\n', "'id'"),
+     (b'{"id": "decimal_arithmetic/0"}\n', "'response'"),
+     (b'{"id": "nope", "response": "x"}\n', "'id'")],
+)  # fmt: skip
+def test_ttc_verify_names_the_bad_line(tmp_path: Path, line: bytes, field: str) -> None:
+    responses = tmp_path / "r.jsonl"
+    good = b'{"id": "decimal_arithmetic/0", "response": "\\\\boxed{1}"}\n'
+    responses.write_bytes(good + line)
+    proc = ttc("verify", "--per-task", "1", "--responses", str(responses), cwd=tmp_path)
+    assert proc.returncode == 2
+    [message] = proc.stderr.strip().splitlines()
+    assert f"{responses}:2" in message
+    assert field in message
+    assert not (tmp_path / "r.verdicts.jsonl").exists()

@@ -1,0 +1,305 @@
+"""The paper's MATH-500 and MinervaMath suites: public JSONL files, judged by math-verify.
+
+Files (see the READMEs next to them):
+
+- MATH-500: one object per line with `problem`, `solution`, `answer`, `subject`, `level`,
+  `unique_id`; the reference is `answer`, the id `unique_id`.
+- MinervaMath: one object per line with `problem`, `solution`, `type`, `idx`; the reference is
+  the content of the last `\\boxed{}` of `solution`, the id `str(idx)`.
+
+Judging: the answer is the content of the last `\\boxed{}` of a response. The reference and the
+answer are each parsed by math-verify as `\\boxed{<text>}`, with its LaTeX extractor only, and
+compared with `verify(gold, answer)`, math-verify's signal-based timeouts on (so `judge` must run
+in a main thread: ttc runs it in worker processes). `\\boxed{}` rather than `$...$` because one
+Minerva reference contains `$ $` itself. Before parsing, both sides are rewritten where
+math-verify would misread them: e-notation (`4.5e33`, `1.77e-6`, as 58 Minerva references are
+written) becomes `4.5 \\times 10^{33}`, since in LaTeX `e` is Euler's number and `4.5e33` would
+mean 4.5·e·33; and Python spellings (`-1./3`, `np.arcsin(10/13)`) become LaTeX.
+
+math-verify compares numbers to an absolute precision (floats rounded to 6 decimal places,
+other differences below about 1e-16 taken as zero), so against the three Minerva references
+below 1e-18 a near miss is accepted; the simulator checks its wrong answers with the verifier
+for that reason. The references math-verify misreads are listed in tests/test_math_suites.py.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ttc.adapters import _templates
+from ttc.adapters._reasoning_gym import extract_last_boxed
+from ttc.engine._errors import ConfigError, DataError
+from ttc.engine._types import Demo, Item, Verdict
+
+__all__ = ["KINDS", "MathSuite"]
+
+KINDS: tuple[str, ...] = ("math500", "minerva")
+"""The suite names this module serves."""
+
+# math-verify's own limits, per parse and per comparison (signal.alarm, whole seconds).
+_TIMEOUT_S = 5
+_LEADS = ("The final answer is", "Therefore, the answer is", "So the final answer is")
+# A decimal literal in e-notation, not part of a longer word or number.
+_SCI = re.compile(r"(?<![\w.])(\d+(?:\.\d*)?|\.\d+)[eE]([+-]?\d+)(?![\w.])")
+# Python spellings in Minerva references: `-1./3`, `np.arcsin(10/13)`.
+_BARE_POINT = re.compile(r"(\d)\.(?=\s*(?:[/)},]|$))")
+_NUMPY_CALL = re.compile(r"\bnp\.([a-z]+)\(")
+_DIGITS = re.compile(r"\d+")
+_SIGNS = re.compile(r"[+-]")
+_CHOICE = re.compile(r"\\text\{\(([A-Z])\)\}")
+_TEXT = re.compile(r"\\text\{[^{}]*\}")
+_FIELDS: dict[str, dict[str, type]] = {
+    "math500": {
+        "problem": str,
+        "answer": str,
+        "subject": str,
+        "level": int,
+        "unique_id": str,
+    },
+    "minerva": {"problem": str, "solution": str, "type": str, "idx": int},
+}
+
+
+def _normalise(text: str) -> str:
+    """`text` as LaTeX math-verify reads as meant: e-notation and Python spellings rewritten."""
+    text = _SCI.sub(lambda m: f"{m.group(1)} \\times 10^{{{m.group(2)}}}", text)
+    text = _BARE_POINT.sub(r"\1", text)
+    return _NUMPY_CALL.sub(r"\\\1(", text)
+
+
+def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of a JSONL file."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    for lineno, line in enumerate(raw.splitlines(), start=1):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}:{lineno}: not UTF-8 ({exc.reason})") from None
+        if not text.strip():
+            continue
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{lineno}: malformed JSON: {exc.msg}") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
+        yield lineno, record
+
+
+def _field(path: Path, lineno: int, record: dict[str, Any], name: str, kind: type) -> Any:
+    """The field `name` of a record, checked to be of `kind` (and not bool for int)."""
+    if name not in record:
+        raise DataError(f"{path}:{lineno}: field {name!r}: missing")
+    value = record[name]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise DataError(
+            f"{path}:{lineno}: field {name!r}: expected {kind.__name__}, got {type(value).__name__}"
+        )
+    return value
+
+
+def _load(kind: str, path: Path) -> list[Item]:
+    """The items of a MATH-500 or Minerva file; any bad line is a DataError naming it."""
+    items: list[Item] = []
+    seen: dict[str, int] = {}
+    for lineno, record in _lines(path):
+        values = {
+            name: _field(path, lineno, record, name, typ) for name, typ in _FIELDS[kind].items()
+        }
+        if not values["problem"].strip():
+            raise DataError(f"{path}:{lineno}: field 'problem': empty")
+        if kind == "math500":
+            id_field, item_id = "unique_id", values["unique_id"]
+            reference, ref_field = values["answer"].strip(), "answer"
+            meta = {"subject": values["subject"], "level": values["level"]}
+        else:
+            id_field, item_id = "idx", str(values["idx"])
+            boxed = extract_last_boxed(values["solution"])
+            if boxed is None:
+                raise DataError(f"{path}:{lineno}: field 'solution': no closed \\boxed{{}} answer")
+            reference, ref_field = boxed, "solution"
+            meta = {"type": values["type"]}
+        if not reference:
+            raise DataError(f"{path}:{lineno}: field {ref_field!r}: empty reference answer")
+        if not item_id.strip():
+            raise DataError(f"{path}:{lineno}: field {id_field!r}: empty")
+        if item_id in seen:
+            raise DataError(
+                f"{path}:{lineno}: field {id_field!r}: duplicate id {item_id!r} "
+                f"(first on line {seen[item_id]})"
+            )
+        seen[item_id] = lineno
+        items.append(Item(item_id, values["problem"], reference, meta))
+    if not items:
+        raise DataError(f"{path}: no items")
+    return items
+
+
+def _perturb_digits(reference: str, rng: random.Random) -> str:
+    """`reference` with one digit of one of its numbers moved by 1 or 2."""
+    runs = list(_DIGITS.finditer(reference))
+    run = rng.choice(runs)
+    pos = run.start() + rng.randrange(len(run.group()))
+    digit = int(reference[pos])
+    # No new leading zero, and no 0 for a lone digit (which may be a denominator).
+    lowest = 1 if pos == run.start() and (len(run.group()) > 1 or digit != 0) else 0
+    choices = [d for d in (digit - 2, digit - 1, digit + 1, digit + 2) if lowest <= d <= 9]
+    return f"{reference[:pos]}{rng.choice(choices)}{reference[pos + 1 :]}"
+
+
+def _wrong_answers(reference: str, rng: random.Random) -> Iterator[str]:
+    """Plausibly wrong answers in the style of `reference`, then cruder ones."""
+    choice = _CHOICE.fullmatch(reference)
+    if choice is not None:
+        others = [c for c in "ABCDE" if c != choice.group(1)]
+        rng.shuffle(others)
+        for letter in others:
+            yield f"\\text{{({letter})}}"
+    elif _TEXT.fullmatch(reference) is None and _DIGITS.search(reference):
+        for _ in range(3):
+            yield _perturb_digits(reference, rng)
+    elif signs := list(_SIGNS.finditer(reference)):
+        for _ in range(2):  # a sign error, the symbolic near miss
+            at = rng.choice(signs).start()
+            flipped = "+" if reference[at] == "-" else "-"
+            yield f"{reference[:at]}{flipped}{reference[at + 1 :]}"
+    if _TEXT.fullmatch(reference) is None:
+        # Beyond math-verify's rounding even for tiny references, and fine for symbolic ones.
+        yield f"{reference} + 1"
+    yield "\\text{none}"
+    yield "\\text{no answer}"
+
+
+class MathSuite:
+    """MATH-500 (`kind="math500"`) or MinervaMath (`kind="minerva"`), loaded from `path`."""
+
+    sim_prose: bool = True
+
+    def __init__(self, kind: str, path: str | Path) -> None:
+        if kind not in KINDS:
+            raise ConfigError(f"--suite: {kind!r} is not a math suite; expected one of {KINDS}")
+        self.name = kind
+        self.path = Path(path)
+        # Eager, so a bad file fails before any request is sent.
+        self._items = _load(kind, self.path)
+        self._gold: dict[str, list[Any]] = {}
+        self._sim_accepts: dict[tuple[str, str], bool] = {}
+
+    # Workers receive the suite pickled: ship the settings and the items as plain data, and
+    # rebuild the parsed-reference cache on the other side.
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "kind": self.name,
+            "path": str(self.path),
+            "items": [(i.id, i.question, i.reference, dict(i.meta)) for i in self._items],
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.name = state["kind"]
+        self.path = Path(state["path"])
+        self._items = [Item(*fields) for fields in state["items"]]
+        self._gold = {}
+        self._sim_accepts = {}
+
+    def items(self) -> list[Item]:
+        """All items, in file order."""
+        return list(self._items)
+
+    def warmup_prompt(self, item: Item) -> str:
+        """The paper's warm-up prompt for this suite."""
+        return _templates.warmup_prompt(self.name, item.question)
+
+    def adaptive_prompt(self, item: Item, demos: Sequence[Demo]) -> str:
+        """The paper's adaptive prompt for this suite, with the demos in order."""
+        return _templates.adaptive_prompt(
+            self.name, item.question, [(d.question, d.response) for d in demos]
+        )
+
+    def prepare(self) -> None:
+        """Import math-verify and run one parse and comparison (verifier workers' start-up)."""
+        from math_verify import parse, verify
+
+        verify(parse("\\boxed{\\frac{1}{2}}"), parse("\\boxed{0.5}"))
+
+    def _parse(self, text: str, timeouts: bool) -> list[Any]:
+        from math_verify import LatexExtractionConfig, parse
+
+        # LaTeX only: when the LaTeX parser fails, math-verify's plain-expression extractor would
+        # pick a number out of the text (Minerva 261 would read as 2), so fall back to the string.
+        return list(
+            parse(
+                f"\\boxed{{{_normalise(text)}}}",
+                extraction_config=[LatexExtractionConfig()],
+                parsing_timeout=_TIMEOUT_S if timeouts else 0,
+            )
+        )
+
+    def _check(self, item: Item, answer: str, timeouts: bool = True) -> tuple[bool, str]:
+        """Whether math-verify accepts `answer` for `item`, and why not."""
+        from math_verify import verify
+
+        gold = self._gold.get(item.id)
+        if gold is None:
+            gold = self._parse(item.reference, timeouts)
+            if not gold:  # a timeout gives []: try again next time rather than cache it
+                return False, "math-verify could not parse the reference"
+            self._gold[item.id] = gold
+        parsed = self._parse(answer, timeouts)
+        if not parsed:
+            return False, "math-verify could not parse the answer"
+        timeout = _TIMEOUT_S if timeouts else None
+        if verify(gold, parsed, timeout_seconds=timeout):
+            return True, ""
+        return False, "not equivalent to the reference"
+
+    def judge(self, item: Item, response: str) -> Verdict:
+        """1.0 if math-verify finds the last `\\boxed{}` answer equivalent to the reference."""
+        answer = extract_last_boxed(response)
+        if answer is None:
+            return Verdict(0.0, None, "no \\boxed{} answer")
+        try:
+            ok, why = self._check(item, answer)
+        except Exception as exc:  # a verifier bug must cost one verdict, not the run
+            return Verdict(0.0, answer, f"math-verify raised {type(exc).__name__}: {exc}")
+        return Verdict(1.0 if ok else 0.0, answer, why)
+
+    def sim_response(self, item: Item, correct: bool, seed: int) -> str:
+        """The final-answer sentence of a response: the reference if `correct`, else a miss."""
+        rng = random.Random(f"{item.id}\x1f{seed}")
+        lead = rng.choice(_LEADS)
+        if correct:
+            return f"{lead} \\boxed{{{item.reference}}}"
+        # math-verify's timeouts need the main thread; elsewhere (an event loop in a thread)
+        # check without them: the candidates are small edits of a reference that parses.
+        timeouts = threading.current_thread() is threading.main_thread()
+        answer = ""
+        for answer in _wrong_answers(item.reference, rng):
+            if answer.strip() == item.reference.strip():
+                continue
+            # Few distinct candidates per item, and some take math-verify its whole timeout.
+            accepted = self._sim_accepts.get((item.id, answer))
+            if accepted is None:
+                try:
+                    accepted, _ = self._check(item, answer, timeouts)
+                except Exception:
+                    accepted = False  # judge() scores an unreadable answer 0.0: a miss all the same
+                self._sim_accepts[item.id, answer] = accepted
+            if not accepted:
+                break
+        return f"{lead} \\boxed{{{answer}}}"
+
+    def sim_is_correct(self, item: Item, response: str) -> bool:
+        """Whether the last boxed answer is the reference string: the simulator's cheap check."""
+        answer = extract_last_boxed(response)
+        return answer is not None and answer == item.reference.strip()

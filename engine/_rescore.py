@@ -1,0 +1,94 @@
+"""`ttc verify`: judge responses produced elsewhere with a suite's verifier.
+
+Input: one JSON object per line, `{"id": <question id>, "response": <text>}` (`text` is accepted
+for `response`). Output: one verdict line per input line, in input order:
+`{"line", "id", "score", "answer", "passed", "detail"}`. Every line is checked before anything
+is judged, so a bad line costs nothing but its error message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from ttc.engine._errors import DataError
+from ttc.engine._rundir import write_atomic
+from ttc.engine._types import Item, Suite
+from ttc.engine._verify import VerifierPool
+
+BATCH = 64
+
+
+@dataclass(frozen=True, slots=True)
+class RescoreSummary:
+    """Totals of one `ttc verify`."""
+
+    judged: int
+    passed: int
+    out: Path
+
+
+def read_responses(path: Path, items: dict[str, Item]) -> list[tuple[int, Item, str]]:
+    """(line number, item, response) per line; DataError naming file, line and field otherwise."""
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    rows: list[tuple[int, Item, str]] = []
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                record = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise DataError(f"{path}:{lineno}: malformed JSON ({exc})") from exc
+            if not isinstance(record, dict):
+                raise DataError(f"{path}:{lineno}: expected a JSON object")
+            item_id = record.get("id")
+            if not isinstance(item_id, str | int) or isinstance(item_id, bool):
+                raise DataError(f"{path}:{lineno}: field 'id' is missing or not a string")
+            text = record.get("response", record.get("text"))
+            if not isinstance(text, str):
+                raise DataError(f"{path}:{lineno}: field 'response' is missing or not a string")
+            item = items.get(str(item_id))
+            if item is None:
+                raise DataError(f"{path}:{lineno}: field 'id': {item_id!r} is not in the suite")
+            rows.append((lineno, item, text))
+    return rows
+
+
+async def rescore(
+    suite: Suite, responses: Path, out: Path, *, workers: int = 2, gamma: float = 1.0
+) -> RescoreSummary:
+    """Judges every response of `responses` and writes one verdict line each to `out`."""
+    items = {item.id: item for item in suite.items()}
+    rows = read_responses(responses, items)
+    pool = VerifierPool(suite, workers)
+    pool.start()
+    lines: list[bytes] = []
+    passed = 0
+    try:
+        for start in range(0, len(rows), BATCH):
+            chunk = rows[start : start + BATCH]
+            verdicts = await pool.judge_many([(item, text) for _, item, text in chunk])
+            for (lineno, item, _), verdict in zip(chunk, verdicts, strict=True):
+                ok = verdict.score >= gamma
+                passed += ok
+                lines.append(
+                    orjson.dumps(
+                        {
+                            "line": lineno,
+                            "id": item.id,
+                            "score": verdict.score,
+                            "answer": verdict.answer,
+                            "passed": ok,
+                            "detail": verdict.detail,
+                        }
+                    )
+                )
+    finally:
+        await pool.aclose()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(out, b"".join(line + b"\n" for line in lines))
+    return RescoreSummary(len(rows), passed, out)
