@@ -216,3 +216,36 @@ def test_ttc_verify_names_the_bad_line(tmp_path: Path, line: bytes, field: str) 
     assert f"{responses}:2" in message
     assert field in message
     assert not (tmp_path / "r.verdicts.jsonl").exists()
+
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("suite", "data", "extra"),
+    [
+        ("math500", SHARED / "math500" / "test.jsonl", []),
+        ("minerva", SHARED / "minerva_math" / "test.jsonl", []),
+        ("gpqa", SHARED / "gpqa_diamond" / "gpqa_diamond.jsonl.gz", []),
+        ("livecodebench", ROOT / "tests" / "data" / "lcb_fixture.jsonl",
+         ["--lcb-start", "2000-01-01", "--lcb-end", "2100-01-01"]),
+        ("custom", ROOT / "examples" / "custom" / "word_problems.jsonl",
+         ["--suite-config", str(ROOT / "examples" / "custom" / "suite.toml")]),
+    ],
+)  # fmt: skip
+def test_ttc_run_on_every_data_suite(
+    tmp_path: Path, suite: str, data: Path, extra: list[str]
+) -> None:
+    if not data.exists():
+        pytest.skip(f"{data} is not on this machine")
+    out = tmp_path / suite
+    args = ["--suite", suite, "--data", str(data), "--limit", "12", "--rounds", "3",
+            "--embedder", "lexical", "--workers", "1", "--out", str(out), *extra]  # fmt: skip
+    proc = ttc("run", *args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    summary = check_consistent(out)
+    assert summary["suite"] == ("word_problems" if suite == "custom" else suite)
+    assert summary["questions"] == min(12, summary["questions"])
+    assert summary["solved"] > 0
