@@ -9,17 +9,26 @@ Files (see the READMEs next to them):
 
 Judging: the answer is the content of the last `\\boxed{}` of a response. The reference and the
 answer are each parsed by math-verify as `\\boxed{<text>}`, with its LaTeX extractor only, and
-compared with `verify(gold, answer)`, math-verify's signal-based timeouts on (so `judge` must run
-in a main thread: ttc runs it in worker processes). `\\boxed{}` rather than `$...$` because one
-Minerva reference contains `$ $` itself. Before parsing, both sides are rewritten where
-math-verify would misread them: e-notation (`4.5e33`, `1.77e-6`, as 58 Minerva references are
-written) becomes `4.5 \\times 10^{33}`, since in LaTeX `e` is Euler's number and `4.5e33` would
-mean 4.5·e·33; and Python spellings (`-1./3`, `np.arcsin(10/13)`) become LaTeX.
+compared with `verify(gold, answer)`. math-verify's timeouts are signal-based, so they are on only
+in a main thread (ttc judges in worker processes' main threads; in any other thread math-verify
+runs without them). `\\boxed{}` rather than `$...$` because one Minerva reference contains `$ $`
+itself. Before parsing, both sides are rewritten where math-verify would misread them:
+e-notation (`4.5e33`, `1.77e-6`, as 58 Minerva references are written) becomes
+`4.5 \\times 10^{33}`, since in LaTeX `e` is Euler's number and `4.5e33` would mean 4.5·e·33; and
+Python spellings (`-1./3`, `np.arcsin(10/13)`) become LaTeX.
 
-math-verify compares numbers to an absolute precision (floats rounded to 6 decimal places,
-other differences below about 1e-16 taken as zero), so against the three Minerva references
-below 1e-18 a near miss is accepted; the simulator checks its wrong answers with the verifier
-for that reason. The references math-verify misreads are listed in tests/test_math_suites.py.
+Numbers: math-verify compares numbers to an *absolute* precision (a float is rounded to six
+decimal places; other differences below about 1e-16 count as zero), so on its own it takes
+`0.0000004`, or even `0.000000000001`, for Minerva's `3.89e-10` (25 Minerva references are
+below 1e-2 in size). So when both sides parse as a single real number (digits, a sign,
+`\\times 10^{n}`, fractions; units dropped; `x = ` before the answer allowed), the answer must
+also agree with the reference to six significant digits: a relative difference of at most 5e-6
+(`_REL_TOL`), the scale-free counterpart of math-verify's six decimal places. An answer must pass
+both checks, so no answer math-verify rejects is accepted, and against references of size 0.2 or
+more the scores are math-verify's own. The precision the reference is given to is no tolerance: math-verify grants
+none at ordinary magnitudes either (`1.62` is wrong for Minerva's `1.6`), and a one-digit
+reference such as `1e-8` would then take `1.4e-8`. The references math-verify misreads are listed
+in tests/test_math_suites.py.
 """
 
 from __future__ import annotations
@@ -44,6 +53,8 @@ KINDS: tuple[str, ...] = ("math500", "minerva")
 
 # math-verify's own limits, per parse and per comparison (signal.alarm, whole seconds).
 _TIMEOUT_S = 5
+# How far an answer may be from a numeric reference, relative to it: six significant digits.
+_REL_TOL = 5e-6
 _LEADS = ("The final answer is", "Therefore, the answer is", "So the final answer is")
 # A decimal literal in e-notation, not part of a longer word or number.
 _SCI = re.compile(r"(?<![\w.])(\d+(?:\.\d*)?|\.\d+)[eE]([+-]?\d+)(?![\w.])")
@@ -71,6 +82,59 @@ def _normalise(text: str) -> str:
     text = _SCI.sub(lambda m: f"{m.group(1)} \\times 10^{{{m.group(2)}}}", text)
     text = _BARE_POINT.sub(r"\1", text)
     return _NUMPY_CALL.sub(r"\\\1(", text)
+
+
+def _timeouts() -> bool:
+    """Whether math-verify may use its timeouts here: signal.alarm works in a main thread only.
+
+    ttc calls `judge` in its verifier processes' main threads; a caller that judges from a thread
+    of its own gets no timeouts rather than a ValueError, and a score of 0, for every answer.
+    """
+    return threading.current_thread() is threading.main_thread()
+
+
+def _real_number(expr: object) -> Any:
+    """The value of a parsed answer that is one finite real number (a sympy Float), else None.
+
+    A number is digits, a sign and arithmetic on them (`3.89 \\times 10^{-10}`, `\\frac{1}{3}`);
+    `x = <number>` counts as the number, as math-verify compares it. Anything with a symbol, a
+    function, a percentage (an UnevaluatedExpr) or several values is not a number.
+    """
+    import sympy
+
+    while True:
+        if isinstance(expr, sympy.Eq):
+            expr = expr.rhs
+        elif isinstance(expr, sympy.And):  # a chain x = y = 3, in the order written
+            args = getattr(expr, "_unsorted_args", None) or expr.args
+            expr = args[-1]
+        else:
+            break
+    if not isinstance(expr, sympy.Expr) or not _is_arithmetic(expr):
+        return None
+    value = expr.evalf(30)
+    if not isinstance(value, sympy.Float) or not value.is_finite:
+        return None
+    return value
+
+
+def _is_arithmetic(expr: Any) -> bool:
+    import sympy
+
+    if isinstance(expr, sympy.Number):
+        return True
+    if isinstance(expr, sympy.Add | sympy.Mul | sympy.Pow):
+        return all(_is_arithmetic(arg) for arg in expr.args)
+    return False
+
+
+def _numbers_agree(gold: Sequence[Any], answer: Sequence[Any]) -> bool:
+    """False if both parses are single real numbers further apart than `_REL_TOL` of the gold."""
+    reference = _real_number(gold[0]) if gold else None
+    value = _real_number(answer[0]) if answer else None
+    if reference is None or value is None:
+        return True
+    return bool(abs(value - reference) <= _REL_TOL * abs(reference))
 
 
 def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -245,7 +309,7 @@ class MathSuite:
             )
         )
 
-    def _check(self, item: Item, answer: str, timeouts: bool = True) -> tuple[bool, str]:
+    def _check(self, item: Item, answer: str, timeouts: bool) -> tuple[bool, str]:
         """Whether math-verify accepts `answer` for `item`, and why not."""
         from math_verify import verify
 
@@ -259,9 +323,11 @@ class MathSuite:
         if not parsed:
             return False, "math-verify could not parse the answer"
         timeout = _TIMEOUT_S if timeouts else None
-        if verify(gold, parsed, timeout_seconds=timeout):
-            return True, ""
-        return False, "not equivalent to the reference"
+        if not verify(gold, parsed, timeout_seconds=timeout):
+            return False, "not equivalent to the reference"
+        if not _numbers_agree(gold, parsed):
+            return False, "not the reference to six significant digits"
+        return True, ""
 
     def judge(self, item: Item, response: str) -> Verdict:
         """1.0 if math-verify finds the last `\\boxed{}` answer equivalent to the reference."""
@@ -269,7 +335,7 @@ class MathSuite:
         if answer is None:
             return Verdict(0.0, None, "no \\boxed{} answer")
         try:
-            ok, why = self._check(item, answer)
+            ok, why = self._check(item, answer, _timeouts())
         except Exception as exc:  # a verifier bug must cost one verdict, not the run
             return Verdict(0.0, answer, f"math-verify raised {type(exc).__name__}: {exc}")
         return Verdict(1.0 if ok else 0.0, answer, why)
@@ -280,9 +346,9 @@ class MathSuite:
         lead = rng.choice(_LEADS)
         if correct:
             return f"{lead} \\boxed{{{item.reference}}}"
-        # math-verify's timeouts need the main thread; elsewhere (an event loop in a thread)
-        # check without them: the candidates are small edits of a reference that parses.
-        timeouts = threading.current_thread() is threading.main_thread()
+        # Off the main thread (an event loop in a thread) the candidates are checked without
+        # timeouts: they are small edits of a reference that parses.
+        timeouts = _timeouts()
         answer = ""
         for answer in _wrong_answers(item.reference, rng):
             if answer.strip() == item.reference.strip():

@@ -15,6 +15,8 @@ in its real format, correct or plausibly wrong, so the real verifiers judge it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import hashlib
 import math
 import random
 from collections.abc import Sequence
@@ -145,6 +147,13 @@ class SimProvider:
     ) -> None:
         self.suite = suite
         self.config = config
+        # The knobs that shape answers are part of the model's identity: a response cache or a
+        # resumed run must not mix answers of differently configured simulators.
+        knobs = dataclasses.asdict(config)
+        knobs.pop("latency_s")
+        knobs.pop("latency_sigma")
+        digest = hashlib.blake2b(repr(sorted(knobs.items())).encode(), digest_size=4).hexdigest()
+        self.model = f"sim-1@{digest}"
         self._items = {item.id: item for item in items}
         self._embedder = LexicalEmbedder()
         self._vectors: dict[str, FloatArray] = {}

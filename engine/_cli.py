@@ -1,4 +1,4 @@
-"""The `ttc` command: `ttc run` and `ttc compare`.
+"""The `ttc` command line: the parser, signals and `main`; the commands are in _commands.
 
 This is the only place that starts an event loop (`asyncio.run`); the library never does.
 """
@@ -9,20 +9,16 @@ import argparse
 import asyncio
 import logging
 import math
+import os
+import signal
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-import orjson
-
-from ttc.engine._config import METHODS, NEIGHBOUR_MODES, RunConfig
-from ttc.engine._engine import SIM_NOTE, Engine, RunResult
+from ttc.engine import _commands as commands
+from ttc.engine._config import METHODS, NEIGHBOUR_MODES
 from ttc.engine._errors import ConfigError, DataError
-from ttc.engine._journal import read_journal
-from ttc.engine._report import compare_table, plot_coverage, round_row, round_table
-from ttc.engine._types import Item, Provider, Sampling, Suite
 
 log = logging.getLogger("ttc")
 
@@ -151,6 +147,39 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         default=0.0,
         help="thinking tokens per output token",
     )
+    g = p.add_argument_group("budget, cost and cache")
+    g.add_argument(
+        "--max-cost",
+        type=_number(float, 0, inclusive=False),
+        help="stop dispatching once the run has cost this many USD (resumable)",
+    )
+    g.add_argument(
+        "--max-output-tokens",
+        type=_number(int, 1),
+        help="stop dispatching once the run has produced this many output tokens",
+    )
+    g.add_argument(
+        "--price",
+        help="USD per million tokens: INPUT,OUTPUT[,THINKING] (default: the model's list price)",
+    )
+    g.add_argument("--no-cache", action="store_true", help="do not use the response cache")
+    g.add_argument(
+        "--cache",
+        type=Path,
+        help="response cache file (default: $TTC_CACHE_DIR or ~/.cache/ttc/responses.sqlite3)",
+    )
+    g.add_argument(
+        "--grace",
+        type=_number(float, 0),
+        default=30.0,
+        help="seconds the first Ctrl-C waits for requests in flight",
+    )
+    g.add_argument(
+        "--live",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a live status line (default: when stderr is a terminal)",
+    )
     p.add_argument("--out", type=Path, help="run directory (default: runs/<timestamp>-<method>)")
     p.add_argument(
         "--resume",
@@ -189,204 +218,98 @@ def build_parser() -> argparse.ArgumentParser:
         help="score at which a response passes",
     )
     ver.add_argument("--quiet", "-q", action="store_true")
+    res = sub.add_parser("resume", help="go on with a stopped run (or compare) in RUN_DIR")
+    res.add_argument("run_dir", type=Path)
+    res.add_argument(
+        "extra",
+        nargs=argparse.REMAINDER,
+        help="flags to change on the way, e.g. --max-cost 5 or --concurrency 8",
+    )
+    rep = sub.add_parser("report", help="per-round tables and a plot of one or several runs")
+    rep.add_argument("run_dirs", type=Path, nargs="+")
+    rep.add_argument("--plot", type=Path, help="write the coverage-vs-output-tokens plot here")
+    rep.add_argument("--quiet", "-q", action="store_true")
     return parser
 
 
-def _config(args: argparse.Namespace, method: str) -> RunConfig:
-    sampling = Sampling(
-        temperature=args.temperature,
-        top_p=args.top_p,
-        top_k=args.top_k,
-        max_output_tokens=args.max_tokens,
-    )
-    return RunConfig(
-        rounds=args.rounds,
-        warmup_rounds=args.warmup,
-        k=args.k,
-        p=args.p,
-        gamma=args.gamma,
-        seed=args.seed,
-        method=method,
-        neighbours=args.neighbours,
-        concurrency=args.concurrency,
-        rpm=args.rpm,
-        tpm=args.tpm,
-        timeout_s=args.timeout,
-        max_attempts=args.max_attempts,
-        verifier_workers=args.workers,
-        sampling=sampling,
-    )
+def _on_signals(grace_s: float) -> None:
+    """First Ctrl-C (or SIGTERM): stop dispatching, let requests in flight finish for up to
+    `grace_s`, write everything down. Second Ctrl-C: stop at once. Either way the run directory
+    stays resumable."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    presses = 0
+
+    def first() -> None:
+        nonlocal presses
+        presses += 1
+        if presses > 1:
+            task.cancel()
+            return
+        for engine in commands.ACTIVE:
+            engine.stop("interrupted")
+        print(
+            f"\nttc: stopping: no new requests; waiting up to {grace_s:g} s for those in "
+            "flight (Ctrl-C again to stop at once)",
+            file=sys.stderr,
+        )
+        loop.call_later(grace_s, cancel_if_running)
+
+    def cancel_if_running() -> None:
+        # Past the grace period, cut off requests still in flight; a run already writing
+        # its results is left to finish them.
+        if any(engine.running for engine in commands.ACTIVE):
+            task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, first)
 
 
-def _make_suite(args: argparse.Namespace) -> Suite:
-    from ttc.adapters._suites import SuiteOptions, make_suite
-
-    options = SuiteOptions(
-        per_task=args.per_task,
-        suite_config=args.suite_config,
-        start=args.lcb_start,
-        end=args.lcb_end,
-    )
-    return make_suite(args.suite, args.data, options)
-
-
-def _suite(args: argparse.Namespace) -> tuple[Suite, list[Item]]:
-    suite = _make_suite(args)
-    items = suite.items()
-    if args.limit is not None:
-        items = items[: args.limit]
-    return suite, items
-
-
-async def cmd_verify(args: argparse.Namespace) -> int:
-    from ttc.engine._rescore import rescore
-
-    suite = _make_suite(args)
-    out = args.out or args.responses.with_suffix(".verdicts.jsonl")
-    summary = await rescore(suite, args.responses, out, workers=args.workers, gamma=args.gamma)
-    share = summary.passed / summary.judged if summary.judged else 0.0
-    print(
-        f"{summary.judged} responses judged by the {suite.name} verifier: "
-        f"{summary.passed} passed ({100 * share:.1f}%); verdicts: {summary.out}"
-    )
-    return 0
-
-
-def _provider(args: argparse.Namespace, suite: Suite, items: Sequence[Item]) -> Provider:
-    from ttc.adapters import SimConfig, SimProvider
-
-    cfg = SimConfig(
-        seed=args.seed,
-        ability=args.sim_ability,
-        latency_s=args.sim_latency,
-        thinking_ratio=args.sim_thinking,
-    )
-    return SimProvider(suite, items, cfg)
-
-
-def _default_out(label: str) -> Path:
-    base = Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{label}"
-    path, i = base, 1
-    while path.exists():
-        i += 1
-        path = base.with_name(f"{base.name}-{i}")
-    return path
-
-
-async def _run_one(
-    args: argparse.Namespace,
-    method: str,
-    out: Path,
-    suite: Suite,
-    items: list[Item],
-    resume: bool = False,
-) -> RunResult:
-    config = _config(args, method)
-    provider = _provider(args, suite, items)
-    try:
-        async with Engine(
-            provider, suite, config, out_dir=out, embedder=args.embedder, resume=resume
-        ) as engine:
-            return await engine.run(items)
-    finally:
-        await provider.aclose()
-
-
-def _print_result(result: RunResult, label: str, simulated: bool) -> None:
-    print(f"\n{label}: {result.n} questions, {result.wall_s:.1f} s")
-    print(round_table([round_row(s) for s in result.rounds]))
-    u = result.usage
-    print(
-        f"coverage {100 * result.coverage:.1f}%  ({result.solved}/{result.n});  tokens: "
-        f"{u.input_tokens:,} input, {u.output_tokens:,} output, {u.thinking_tokens:,} thinking"
-    )
-    print(f"run directory: {result.out_dir}")
-    if simulated:
-        print(f"note: {SIM_NOTE}")
-
-
-async def cmd_run(args: argparse.Namespace) -> int:
-    suite, items = _suite(args)
-    out = _out_dir(args, args.method)
-    result = await _run_one(args, args.method, out, suite, items, resume=args.resume)
-    _print_result(result, f"{args.method} on {suite.name}", args.provider == "sim")
-    return 0
-
-
-async def cmd_compare(args: argparse.Namespace) -> int:
-    suite, items = _suite(args)
-    out = _out_dir(args, "compare")
-    if not args.resume:
-        _require_empty(out)
-    runs: dict[str, list[dict[str, Any]]] = {}
-    # elim runs first; its warm-up samples are then shared with every other method, which
-    # replays them from its journal instead of sending them again (same seed, same prompts).
-    order = ["elim", "unif", "rand", "adpt"]
-    for method in order:
-        if method != "elim" and not (out / method / "journal.jsonl").exists():
-            _share_warmup(
-                out / "elim" / "journal.jsonl", out / method / "journal.jsonl", args.warmup
-            )
-        result = await _run_one(args, method, out / method, suite, items, resume=True)
-        runs[method] = [round_row(s) for s in result.rounds]
-        log.info("%s: coverage %.1f%%", method, 100 * result.coverage)
-    runs = {m: runs[m] for m in METHODS}
-    table = compare_table(runs)
-    simulated = args.provider == "sim"
-    title = f"{suite.name}, {len(items)} questions, seed {args.seed}"
-    if simulated:
-        title += "\nsimulated (sim provider): measures the machinery, not the method"
-    plot_coverage(runs, out / "coverage_vs_tokens.png", title)
-    (out / "compare.txt").write_text(table + "\n" + (f"note: {SIM_NOTE}\n" if simulated else ""))
-    (out / "compare.json").write_bytes(orjson.dumps({"runs": runs, "simulated": simulated}))
-    print(table)
-    print(f"plot: {out / 'coverage_vs_tokens.png'}")
-    if simulated:
-        print(f"note: {SIM_NOTE}")
-    return 0
-
-
-def _out_dir(args: argparse.Namespace, label: str) -> Path:
-    if args.resume and args.out is None:
-        raise ConfigError("--resume: name the run directory with --out")
-    out: Path = args.out or _default_out(label)
-    args.out = out  # for the resume hint if the run is interrupted
-    return out
-
-
-def _require_empty(out: Path) -> None:
-    if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"--out: {out} is not empty; pick a new directory")
-
-
-def _share_warmup(src: Path, dst: Path, warmup_rounds: int) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    lines = [
-        orjson.dumps(ev)
-        for ev in read_journal(src)
-        if ev["ev"] == "sample" and int(ev["round"]) <= warmup_rounds
-    ]
-    dst.write_bytes(b"".join(line + b"\n" for line in lines))
+async def _dispatch(args: argparse.Namespace) -> int:
+    if args.command in ("run", "compare"):
+        _on_signals(args.grace)
+    handlers = {
+        "run": commands.cmd_run,
+        "compare": commands.cmd_compare,
+        "verify": commands.cmd_verify,
+        "report": commands.cmd_report,
+    }
+    return await handlers[args.command](args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "resume":
+        # The command line that made the run, with the extra flags on top, in its directory.
+        try:
+            argv, cwd = commands.resume_argv(args.run_dir, args.extra)
+        except DataError as exc:
+            print(f"ttc: error: {exc}", file=sys.stderr)
+            return 2
+        if Path(cwd).is_dir():
+            os.chdir(cwd)
+        args = parser.parse_args(argv)
+    args.argv = [a for a in argv if a != "--resume"]
+    if getattr(args, "live", False) is None:
+        args.live = sys.stderr.isatty()
     logging.basicConfig(format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("ttc").setLevel(logging.WARNING if args.quiet else logging.INFO)
-    commands = {"run": cmd_run, "compare": cmd_compare, "verify": cmd_verify}
     try:
-        return asyncio.run(commands[args.command](args))
+        return asyncio.run(_dispatch(args))
     except (ConfigError, DataError) as exc:
         print(f"ttc: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"ttc: error: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         resumable = args.command in ("run", "compare") and args.out
-        hint = f"; go on with: ttc {args.command} --resume --out {args.out}" if resumable else ""
+        hint = f"; go on with: ttc resume {args.out}" if resumable else ""
         print(f"ttc: interrupted{hint}", file=sys.stderr)
-        return 130
+        return commands.EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

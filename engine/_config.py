@@ -28,7 +28,15 @@ FLAGS = {
     "timeout_s": "--timeout",
     "max_attempts": "--max-attempts",
     "verifier_workers": "--workers",
+    "max_cost_usd": "--max-cost",
+    "max_output_tokens": "--max-output-tokens",
 }
+
+# Settings that may change when a run is resumed: limits, not the experiment.
+OPERATIONAL = frozenset(
+    {"concurrency", "rpm", "tpm", "timeout_s", "max_attempts", "verifier_workers",
+     "max_cost_usd", "max_output_tokens"}
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +58,10 @@ class RunConfig:
     max_attempts: int = 6
     # Verifier worker processes; 0 judges in the event loop's thread (only for cheap verifiers).
     verifier_workers: int = 2
+    # Budgets: dispatching stops cleanly once the run has cost this much or produced this many
+    # output tokens (replayed samples count too); the run directory stays resumable.
+    max_cost_usd: float | None = None
+    max_output_tokens: int | None = None
     sampling: Sampling = field(default_factory=Sampling)
 
     def __post_init__(self) -> None:
@@ -69,11 +81,11 @@ class RunConfig:
             raise bad("method", f"must be one of {', '.join(METHODS)}")
         if self.neighbours not in NEIGHBOUR_MODES:
             raise bad("neighbours", f"must be one of {', '.join(NEIGHBOUR_MODES)}")
-        for name in ("rpm", "tpm"):
+        for name in ("rpm", "tpm", "max_cost_usd", "max_output_tokens"):
             value = getattr(self, name)
-            if value is not None and value <= 0:
+            if value is not None and not value > 0:
                 raise bad(name, "must be positive")
-        if self.timeout_s <= 0:
+        if not self.timeout_s > 0:
             raise bad("timeout_s", "must be positive")
         if self.verifier_workers < 0:
             raise bad("verifier_workers", "must be 0 or more")

@@ -14,6 +14,7 @@ ordinary coroutine, so it embeds in any async service.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import logging
 import time
@@ -25,11 +26,13 @@ from typing import Any
 
 import orjson
 
-from ttc.engine._config import FLAGS, RunConfig
+from ttc.engine._config import FLAGS, OPERATIONAL, RunConfig
 from ttc.engine._errors import ConfigError
 from ttc.engine._journal import Journal, SampleKey, completed_samples
 from ttc.engine._limiter import Limiter
 from ttc.engine._neighbours import Retrieval
+from ttc.engine._prices import Price, price_for
+from ttc.engine._progress import Progress
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._round import RoundRun
 from ttc.engine._rundir import RunDir
@@ -92,6 +95,9 @@ class Engine:
         resume: bool = False,
         limiter: Limiter | None = None,
         retry: RetryPolicy | None = None,
+        price: Price | None = None,
+        progress: Progress | None = None,
+        invocation: dict[str, Any] | None = None,
     ) -> None:
         self.provider = provider
         self.suite = suite
@@ -103,8 +109,36 @@ class Engine:
         self.limiter = limiter or Limiter(self.config.rpm, self.config.tpm, self.config.concurrency)
         self.retry = retry or RetryPolicy(max_attempts=self.config.max_attempts)
         self.verifiers = VerifierPool(suite, self.config.verifier_workers)
+        self.price = price_for(provider.model, price)
+        self.progress = progress or Progress()
+        self.invocation = invocation
+        self.stopped: str | None = None
+        # True while rounds run (not during set-up or the final writing of results).
+        self.running = False
         self._mean_output = 512.0
         self._outputs_seen = 0
+
+    def stop(self, reason: str) -> None:
+        """Stop dispatching: requests in flight finish and are recorded, nothing new is sent."""
+        if self.stopped is None:
+            self.stopped = reason
+            log.warning("stopping: %s; requests in flight are finishing", reason)
+
+    def cost(self, usage: Usage) -> float | None:
+        """What `usage` cost, by this run's price (None when the model has no known price)."""
+        return None if self.price is None else self.price.cost(usage)
+
+    def check_budget(self, state: RunState) -> None:
+        """Stops the run once it reaches --max-cost or --max-output-tokens."""
+        cfg = self.config
+        if cfg.max_cost_usd is None and cfg.max_output_tokens is None:
+            return
+        usage = state.total_usage()
+        if cfg.max_output_tokens is not None and usage.output_tokens >= cfg.max_output_tokens:
+            self.stop(f"--max-output-tokens {cfg.max_output_tokens:,} reached")
+        cost = self.cost(usage)
+        if cfg.max_cost_usd is not None and cost is not None and cost >= cfg.max_cost_usd:
+            self.stop(f"--max-cost ${cfg.max_cost_usd:g} reached")
 
     async def __aenter__(self) -> Engine:
         self.verifiers.start()
@@ -140,35 +174,53 @@ class Engine:
             owns_pool = not self.verifiers.started
             self.verifiers.start()
             began = True
+            self.running = True
             if self.rundir is not None:
                 journal = Journal(self.rundir.journal_path).open()
                 journal.append({"ev": "start", "resumed": bool(done), "t": time.time()})
+            if self.price is None and self.config.max_cost_usd is not None:
+                raise ConfigError(
+                    f"--max-cost: no price is known for model {self.provider.model!r}; give --price"
+                )
+            self.progress.start(state, cfg.rounds, self.cost)
             if embedder is not None:
                 log.info("questions are embedded with the %s embedder", embedder.name)
                 # In a thread, while the warm-up rounds run: loading a model takes seconds.
                 embedding = asyncio.create_task(self._embed(state, embedder))
             retrieval: Retrieval | None = None
             for t in range(1, cfg.rounds + 1):
+                self.check_budget(state)
+                if self.stopped is not None:
+                    break
                 adaptive = t > cfg.warmup_rounds
                 if adaptive and retrieval is None and embedding is not None:
                     retrieval = await asyncio.to_thread(Retrieval, state, await embedding)
                 stats = RoundStats(round=t, adaptive=adaptive)
                 state.rounds.append(stats)  # an interrupted round is reported as incomplete
                 round_started = time.perf_counter()
+                self.progress.round_started()
                 await self._round(state, stats, retrieval, journal, done)
                 stats.wall_s = time.perf_counter() - round_started
-                stats.complete = True
+                stats.complete = stats.samples == stats.planned
                 self._end_round(stats, journal)
+                if not stats.complete:
+                    break
                 if retrieval is not None:
                     await asyncio.to_thread(retrieval.sync)
         finally:
+            self.running = False
+            for stats in state.rounds:
+                if not stats.complete:  # stopped mid-round: report the round as it stood
+                    stats.solved = state.solved_count()
+                    stats.coverage = stats.solved / state.n
+            await self.progress.stop()
             if embedding is not None and not embedding.done():
                 embedding.cancel()
             wall = time.perf_counter() - started
             if journal is not None:
                 journal.close()
             if began and self.rundir is not None:
-                self.rundir.write_results(state, self._summary_extra(), wall)
+                self.rundir.write_results(state, self._summary_extra(), wall, self.cost)
             if handler is not None and self.rundir is not None:
                 self.rundir.detach_log(handler)
             if owns_pool:
@@ -243,7 +295,7 @@ class Engine:
 
     def _check_same_run(self, before: dict[str, Any], now: dict[str, Any]) -> None:
         """A resumed run must be the same experiment; limits and timeouts may change."""
-        operational = {"concurrency", "rpm", "tpm", "timeout_s", "max_attempts", "verifier_workers"}
+        operational = OPERATIONAL
         old_cfg, new_cfg = before.get("config", {}), now["config"]
         for key in sorted(set(old_cfg) | set(new_cfg)):
             if key not in operational and old_cfg.get(key) != new_cfg.get(key):
@@ -305,6 +357,7 @@ class Engine:
             "suite": self.suite.name,
             "items": len(items),
             "items_sha256": digest.hexdigest(),
+            "invocation": self.invocation,
             "ttc_version": __version__,
         }
 
@@ -315,6 +368,8 @@ class Engine:
             "suite": self.suite.name,
             "method": self.config.method,
             "rounds_planned": self.config.rounds,
+            "stopped": self.stopped,
+            "price_per_million": None if self.price is None else dataclasses.asdict(self.price),
         }
         if getattr(self.provider, "simulated", False):
             extra["simulated"] = True

@@ -17,6 +17,7 @@ def round_row(s: RoundStats) -> dict[str, Any]:
         "round": s.round,
         "adaptive": s.adaptive,
         "active": s.active,
+        "planned": s.planned,
         "requests": s.requests,
         "replayed": s.replayed,
         "samples": s.samples,
@@ -29,6 +30,7 @@ def round_row(s: RoundStats) -> dict[str, Any]:
         "thinking_tokens": s.usage.thinking_tokens,
         "errors": s.errors,
         "retries": s.retries,
+        "rate_limited": s.rate_limited,
         "wall_s": round(s.wall_s, 3),
         "complete": s.complete,
     }
@@ -94,7 +96,7 @@ def plot_coverage(runs: Mapping[str, Sequence[RoundRow]], path: Path, title: str
     ax.set_ylabel("coverage (%)")
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -4,10 +4,14 @@ Input: one JSON object per line, `{"id": <question id>, "response": <text>}` (`t
 for `response`). Output: one verdict line per input line, in input order:
 `{"line", "id", "score", "answer", "passed", "detail"}`. Every line is checked before anything
 is judged, so a bad line costs nothing but its error message.
+
+The responses go to the verifier processes in batches, up to one batch per worker at a time, so
+every worker is busy; the verdicts are written in input order all the same.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,10 +19,11 @@ import orjson
 
 from ttc.engine._errors import DataError
 from ttc.engine._rundir import write_atomic
-from ttc.engine._types import Item, Suite
+from ttc.engine._types import Item, Suite, Verdict
 from ttc.engine._verify import VerifierPool
 
 BATCH = 64
+"""The most responses sent to a worker at once (fewer when that leaves a worker idle)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,29 +71,38 @@ async def rescore(
     rows = read_responses(responses, items)
     pool = VerifierPool(suite, workers)
     pool.start()
-    lines: list[bytes] = []
-    passed = 0
+    # Batches small enough that each worker gets one, and at most one in flight per worker:
+    # the others wait their turn, and gather returns the verdicts in batch order.
+    size = max(1, min(BATCH, -(-len(rows) // max(1, workers))))
+    window = asyncio.Semaphore(max(1, workers))
+
+    async def judge(chunk: list[tuple[int, Item, str]]) -> list[Verdict]:
+        async with window:
+            return await pool.judge_many([(item, text) for _, item, text in chunk])
+
+    chunks = [rows[start : start + size] for start in range(0, len(rows), size)]
     try:
-        for start in range(0, len(rows), BATCH):
-            chunk = rows[start : start + BATCH]
-            verdicts = await pool.judge_many([(item, text) for _, item, text in chunk])
-            for (lineno, item, _), verdict in zip(chunk, verdicts, strict=True):
-                ok = verdict.score >= gamma
-                passed += ok
-                lines.append(
-                    orjson.dumps(
-                        {
-                            "line": lineno,
-                            "id": item.id,
-                            "score": verdict.score,
-                            "answer": verdict.answer,
-                            "passed": ok,
-                            "detail": verdict.detail,
-                        }
-                    )
-                )
+        batches = await asyncio.gather(*(judge(chunk) for chunk in chunks))
     finally:
         await pool.aclose()
+    lines: list[bytes] = []
+    passed = 0
+    for chunk, verdicts in zip(chunks, batches, strict=True):
+        for (lineno, item, _), verdict in zip(chunk, verdicts, strict=True):
+            ok = verdict.score >= gamma
+            passed += ok
+            lines.append(
+                orjson.dumps(
+                    {
+                        "line": lineno,
+                        "id": item.id,
+                        "score": verdict.score,
+                        "answer": verdict.answer,
+                        "passed": ok,
+                        "detail": verdict.detail,
+                    }
+                )
+            )
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, b"".join(line + b"\n" for line in lines))
     return RescoreSummary(len(rows), passed, out)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -26,9 +25,6 @@ if TYPE_CHECKING:
     from ttc.engine._engine import Engine
 
 log = logging.getLogger("ttc")
-
-# Within a long round, a progress line this often (the round's own line comes at its end).
-PROGRESS_EVERY_S = 10.0
 
 
 def sample_seed(run_seed: int, item_id: str, round_no: int, k: int) -> int:
@@ -54,12 +50,12 @@ class RoundRun:
         self.t = stats.round
         self.journal = journal
         self.done = done
-        self._last_progress = time.monotonic()
 
     async def run(self, rows: Sequence[int], plan: DemoPlan) -> None:
         """Replays, then sends every remaining sample of `rows`, judging each as it lands."""
         cfg = self.engine.config
         self.stats.active = len(rows)
+        self.stats.planned = len(rows) * cfg.k
         replayed = await self._replay(rows)
         self.stats.replayed = len(replayed)
         self.stats.requests = len(rows) * cfg.k - len(replayed)
@@ -113,6 +109,8 @@ class RoundRun:
     def _jobs(self, rows: Sequence[int], plan: DemoPlan) -> Iterator[Job]:
         cfg, suite, state = self.engine.config, self.engine.suite, self.state
         for row in rows:
+            if self.engine.stopped is not None:
+                return  # stop dispatching; what is in flight finishes and is recorded
             item = state.items[row]
             demos = tuple(
                 Demo(state.items[r].id, state.items[r].question, resp, sim)
@@ -129,6 +127,7 @@ class RoundRun:
 
     def on_retry(self, job: Job, attempt: int, error: ProviderError, delay: float) -> None:
         self.stats.retries += 1
+        self.stats.rate_limited += error.kind == "rate_limited"
         self._emit(
             {
                 "ev": "retry",
@@ -147,10 +146,12 @@ class RoundRun:
             "attempts": outcome.attempts,
             "demos": [d.item_id for d in job.request.demos],
         }
+        self.engine.progress.request_done()
         comp = outcome.completion
         if comp is None:
             assert outcome.error is not None
             err = outcome.error
+            self.stats.rate_limited += err.kind == "rate_limited"
             self._emit({**event, "ok": False, "error": err.kind, "message": str(err)[:500]})
             self._finish(job.row, job.k, None, Usage(), False)
             return
@@ -194,16 +195,4 @@ class RoundRun:
         stats.errors += text is None
         if self.state.record_sample(row, self.t, k, text, usage, passed):
             stats.newly_solved += 1
-        now = time.monotonic()
-        if now - self._last_progress >= PROGRESS_EVERY_S:
-            self._last_progress = now
-            planned = stats.active * self.engine.config.k
-            log.info(
-                "round %d: %d/%d samples, %d newly solved, %d errors, %d retries",
-                self.t,
-                stats.samples,
-                planned,
-                stats.newly_solved,
-                stats.errors,
-                stats.retries,
-            )
+        self.engine.check_budget(self.state)

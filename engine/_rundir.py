@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import orjson
 
 from ttc.engine._report import round_row
 from ttc.engine._state import RunState
+from ttc.engine._types import Usage
 
 _JSON = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 
@@ -78,7 +80,13 @@ class RunDir:
         self.path.mkdir(parents=True, exist_ok=True)
         write_atomic(self.config_path, orjson.dumps(description, option=_JSON))
 
-    def write_results(self, state: RunState, extra: dict[str, Any], wall_s: float) -> None:
+    def write_results(
+        self,
+        state: RunState,
+        extra: dict[str, Any],
+        wall_s: float,
+        cost: Callable[[Usage], float | None] = lambda usage: None,
+    ) -> None:
         """results.jsonl (one line per question) and summary.json (per-round totals)."""
         lines = []
         for item, rec in zip(state.items, state.records, strict=True):
@@ -114,6 +122,7 @@ class RunDir:
             "output_tokens": total.output_tokens,
             "thinking_tokens": total.thinking_tokens,
             "wall_s": round(wall_s, 3),
-            "rounds": [round_row(s) for s in state.rounds],
+            "cost_usd": cost(total),
+            "rounds": [{**round_row(s), "cost_usd": cost(s.usage)} for s in state.rounds],
         }
         write_atomic(self.summary_path, orjson.dumps(summary, option=_JSON))

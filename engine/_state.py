@@ -37,6 +37,7 @@ class RoundStats:
     round: int
     adaptive: bool
     active: int = 0
+    planned: int = 0
     requests: int = 0
     samples: int = 0
     passed: int = 0
@@ -46,6 +47,7 @@ class RoundStats:
     usage: Usage = field(default_factory=Usage)
     errors: int = 0
     retries: int = 0
+    rate_limited: int = 0
     replayed: int = 0
     wall_s: float = 0.0
     # False while the round runs, and for a round the run was stopped in.

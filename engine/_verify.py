@@ -8,8 +8,12 @@ Workers are started with `spawn` so they inherit no event loop, no sockets and n
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import multiprocessing
+import os
+import signal
+import sys
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -20,9 +24,23 @@ log = logging.getLogger("ttc")
 _SUITE: Suite | None = None
 
 
-def _install(suite: Suite) -> None:
+def _die_with_parent(parent: int) -> None:
+    # A run killed with SIGKILL cannot shut its pool down: on Linux the kernel then kills the
+    # workers too (PR_SET_PDEATHSIG), so no orphan waits forever on a dead queue.
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            return
+        if os.getppid() != parent:  # the parent died before the line above took effect
+            os._exit(1)
+
+
+def _install(suite: Suite, parent: int) -> None:
     # The suite is pickled once per worker, not once per response; an optional `prepare()`
     # builds its verifiers here, at start-up, rather than inside the first round.
+    _die_with_parent(parent)
     global _SUITE
     _SUITE = suite
     prepare = getattr(suite, "prepare", None)
@@ -68,7 +86,7 @@ class VerifierPool:
                 max_workers=self.workers,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_install,
-                initargs=(self.suite,),
+                initargs=(self.suite, os.getpid()),
             )
             # Start the workers now, so their imports overlap the first requests.
             self._warming = [self._pool.submit(_ready) for _ in range(self.workers)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -17,8 +18,10 @@ TTC = str(Path(sys.executable).with_name("ttc"))
 
 
 def ttc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    # Each test gets its own response cache, so no test sees another's answers.
+    env = {**os.environ, "TTC_CACHE_DIR": str(cwd / ".ttc-cache")}
     return subprocess.run(
-        [TTC, *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+        [TTC, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
     )
 
 

@@ -178,7 +178,7 @@ async def test_usage(suite: ReasoningGymSuite, items: list[Item]) -> None:
         assert usage.thinking_tokens == round(0.5 * usage.output_tokens)
         assert len(completion.texts) == 4
         assert completion.finish_reasons == ("stop",) * 4
-        assert completion.model == "sim-1"
+        assert completion.model.startswith("sim-1@")
         chars = sum(len(t) for t in completion.texts)
         assert 0.5 < chars / (4.0 * usage.output_tokens) < 1.5  # prose sized to the token count
     assert long.usage.input_tokens > short.usage.input_tokens
@@ -257,3 +257,13 @@ async def test_unknown_items_and_truncation(suite: ReasoningGymSuite, items: lis
 def test_bad_knob_is_a_config_error(knob: str, value: float) -> None:
     with pytest.raises(ConfigError, match=knob):
         SimConfig(**{knob: value})  # type: ignore[arg-type]
+
+
+def test_the_model_name_carries_the_knobs_that_shape_answers() -> None:
+    suite = ReasoningGymSuite(per_task=1)
+    items = suite.items()
+    base = SimProvider(suite, items).model
+    assert SimProvider(suite, items, SimConfig(ability=1.0)).model != base
+    assert SimProvider(suite, items, SimConfig(seed=3)).model != base
+    # latency changes how long answers take, not what they are
+    assert SimProvider(suite, items, SimConfig(latency_s=0.01)).model == base

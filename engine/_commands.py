@@ -1,0 +1,280 @@
+"""What `ttc run`, `ttc compare`, `ttc resume`, `ttc verify` and `ttc report` do.
+
+Exit codes: 0 done; 2 bad input; 3 stopped by a budget (resumable); 130 interrupted (resumable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ttc.engine._config import METHODS, RunConfig
+from ttc.engine._engine import SIM_NOTE, Engine, RunResult
+from ttc.engine._errors import ConfigError, DataError
+from ttc.engine._journal import read_journal
+from ttc.engine._prices import parse_price
+from ttc.engine._progress import Progress
+from ttc.engine._report import compare_table, plot_coverage, round_row, round_table
+from ttc.engine._types import Item, Provider, Sampling, Suite
+
+log = logging.getLogger("ttc")
+
+EXIT_BUDGET = 3
+EXIT_INTERRUPTED = 130
+
+# The engines of the running command, so that Ctrl-C can ask each of them to stop.
+ACTIVE: list[Engine] = []
+
+
+def config_from(args: argparse.Namespace, method: str) -> RunConfig:
+    sampling = Sampling(
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        max_output_tokens=args.max_tokens,
+    )
+    return RunConfig(
+        rounds=args.rounds,
+        warmup_rounds=args.warmup,
+        k=args.k,
+        p=args.p,
+        gamma=args.gamma,
+        seed=args.seed,
+        method=method,
+        neighbours=args.neighbours,
+        concurrency=args.concurrency,
+        rpm=args.rpm,
+        tpm=args.tpm,
+        timeout_s=args.timeout,
+        max_attempts=args.max_attempts,
+        verifier_workers=args.workers,
+        max_cost_usd=args.max_cost,
+        max_output_tokens=args.max_output_tokens,
+        sampling=sampling,
+    )
+
+
+def make_suite_from(args: argparse.Namespace) -> Suite:
+    from ttc.adapters._suites import SuiteOptions, make_suite
+
+    options = SuiteOptions(
+        per_task=args.per_task,
+        suite_config=args.suite_config,
+        start=args.lcb_start,
+        end=args.lcb_end,
+    )
+    return make_suite(args.suite, args.data, options)
+
+
+def suite_and_items(args: argparse.Namespace) -> tuple[Suite, list[Item]]:
+    suite = make_suite_from(args)
+    items = suite.items()
+    if args.limit is not None:
+        items = items[: args.limit]
+    return suite, items
+
+
+def provider_from(args: argparse.Namespace, suite: Suite, items: Sequence[Item]) -> Provider:
+    from ttc.adapters import SimConfig, SimProvider
+
+    cfg = SimConfig(
+        seed=args.seed,
+        ability=args.sim_ability,
+        latency_s=args.sim_latency,
+        thinking_ratio=args.sim_thinking,
+    )
+    return SimProvider(suite, items, cfg)
+
+
+def cache_path(args: argparse.Namespace) -> Path:
+    if args.cache is not None:
+        return Path(args.cache)
+    root = os.environ.get("TTC_CACHE_DIR") or Path.home() / ".cache" / "ttc"
+    return Path(root) / "responses.sqlite3"
+
+
+def default_out(label: str) -> Path:
+    base = Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{label}"
+    path, i = base, 1
+    while path.exists():
+        i += 1
+        path = base.with_name(f"{base.name}-{i}")
+    return path
+
+
+def out_dir(args: argparse.Namespace, label: str) -> Path:
+    if args.resume and args.out is None:
+        raise ConfigError("--resume: name the run directory with --out")
+    out: Path = args.out or default_out(label)
+    args.out = out  # for the resume hint if the run is interrupted
+    return out
+
+
+async def run_one(
+    args: argparse.Namespace,
+    method: str,
+    out: Path,
+    suite: Suite,
+    items: list[Item],
+    resume: bool = False,
+) -> RunResult:
+    from ttc.engine._cache import CachingProvider, ResponseCache
+
+    config = config_from(args, method)
+    provider = provider_from(args, suite, items)
+    cache = None if args.no_cache else ResponseCache(cache_path(args))
+    sending: Provider = provider if cache is None else CachingProvider(provider, cache)
+    price = parse_price(args.price) if args.price else None
+    progress = Progress(live=args.live)
+    invocation = {"argv": args.argv, "cwd": os.getcwd()}
+    try:
+        engine = Engine(
+            sending,
+            suite,
+            config,
+            out_dir=out,
+            embedder=args.embedder,
+            resume=resume,
+            price=price,
+            progress=progress,
+            invocation=invocation,
+        )
+        ACTIVE.append(engine)
+        async with engine:
+            result = await engine.run(items)
+    finally:
+        if cache is not None:
+            cache.close()
+        await provider.aclose()
+    if isinstance(sending, CachingProvider):
+        print(f"cache: {sending.misses} requests sent, {sending.hits} answered from the cache")
+    return result
+
+
+def print_result(result: RunResult, label: str, engine: Engine | None) -> None:
+    print(f"\n{label}: {result.n} questions, {result.wall_s:.1f} s")
+    print(round_table([round_row(s) for s in result.rounds]))
+    u = result.usage
+    cost = engine.cost(u) if engine is not None else None
+    cost_text = f"; cost ${cost:.4f}" if cost is not None else ""
+    print(
+        f"coverage {100 * result.coverage:.1f}%  ({result.solved}/{result.n});  tokens: "
+        f"{u.input_tokens:,} input, {u.output_tokens:,} output, {u.thinking_tokens:,} thinking"
+        f"{cost_text}"
+    )
+    print(f"run directory: {result.out_dir}")
+    if engine is not None and getattr(engine.provider, "simulated", False):
+        print(f"note: {SIM_NOTE}")
+
+
+def stop_code(out: Path) -> int:
+    """The exit code and message of a run that ended early, or 0."""
+    engine = ACTIVE[-1] if ACTIVE else None
+    if engine is None or engine.stopped is None:
+        return 0
+    print(f"stopped: {engine.stopped}; go on with: ttc resume {out}")
+    return EXIT_INTERRUPTED if "interrupted" in engine.stopped else EXIT_BUDGET
+
+
+async def cmd_run(args: argparse.Namespace) -> int:
+    suite, items = suite_and_items(args)
+    out = out_dir(args, args.method)
+    result = await run_one(args, args.method, out, suite, items, resume=args.resume)
+    print_result(result, f"{args.method} on {suite.name}", ACTIVE[-1])
+    return stop_code(out)
+
+
+async def cmd_compare(args: argparse.Namespace) -> int:
+    suite, items = suite_and_items(args)
+    out = out_dir(args, "compare")
+    if not args.resume:
+        require_empty(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "invocation.json").write_bytes(orjson.dumps({"argv": args.argv, "cwd": os.getcwd()}))
+    runs: dict[str, list[dict[str, Any]]] = {}
+    # elim runs first; its warm-up samples are then shared with every other method, which
+    # replays them from its journal instead of sending them again (same seed, same prompts).
+    for method in ("elim", "unif", "rand", "adpt"):
+        if method != "elim" and not (out / method / "journal.jsonl").exists():
+            share_warmup(out / "elim" / "journal.jsonl", out / method / "journal.jsonl",
+                         args.warmup)  # fmt: skip
+        result = await run_one(args, method, out / method, suite, items, resume=True)
+        runs[method] = [round_row(s) for s in result.rounds]
+        log.info("%s: coverage %.1f%%", method, 100 * result.coverage)
+        code = stop_code(out)
+        if code:
+            return code
+    runs = {m: runs[m] for m in METHODS}
+    table = compare_table(runs)
+    simulated = bool(getattr(ACTIVE[-1].provider, "simulated", False))
+    title = f"{suite.name}, {len(items)} questions, seed {args.seed}"
+    if simulated:
+        title += "\nsimulated (sim provider): measures the machinery, not the method"
+    plot_coverage(runs, out / "coverage_vs_tokens.png", title)
+    (out / "compare.txt").write_text(table + "\n" + (f"note: {SIM_NOTE}\n" if simulated else ""))
+    (out / "compare.json").write_bytes(orjson.dumps({"runs": runs, "simulated": simulated}))
+    print(table)
+    print(f"plot: {out / 'coverage_vs_tokens.png'}")
+    if simulated:
+        print(f"note: {SIM_NOTE}")
+    return 0
+
+
+def require_empty(out: Path) -> None:
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"--out: {out} is not empty; pick a new directory")
+
+
+def share_warmup(src: Path, dst: Path, warmup_rounds: int) -> None:
+    """Copies the warm-up samples and their verdicts of one method's journal to another's."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    lines = [
+        orjson.dumps(ev)
+        for ev in read_journal(src)
+        if ev["ev"] in ("sample", "verdict") and int(ev["round"]) <= warmup_rounds
+    ]
+    dst.write_bytes(b"".join(line + b"\n" for line in lines))
+
+
+def resume_argv(run_dir: Path, extra: Sequence[str]) -> tuple[list[str], str]:
+    """The command line that made `run_dir`, with `extra` flags on top and --resume."""
+    for name in ("config.json", "invocation.json"):
+        path = run_dir / name
+        if path.is_file():
+            data = orjson.loads(path.read_bytes())
+            invocation = data.get("invocation", data) if name == "config.json" else data
+            if isinstance(invocation, dict) and isinstance(invocation.get("argv"), list):
+                argv = [str(a) for a in invocation["argv"]]
+                cwd = str(invocation.get("cwd") or os.getcwd())
+                return [*argv, *extra, "--resume", "--out", str(run_dir.resolve())], cwd
+    raise DataError(f"{run_dir}: not a run directory made by `ttc run` or `ttc compare`")
+
+
+async def cmd_verify(args: argparse.Namespace) -> int:
+    from ttc.engine._rescore import rescore
+
+    suite = make_suite_from(args)
+    out = args.out or args.responses.with_suffix(".verdicts.jsonl")
+    summary = await rescore(suite, args.responses, out, workers=args.workers, gamma=args.gamma)
+    share = summary.passed / summary.judged if summary.judged else 0.0
+    print(
+        f"{summary.judged} responses judged by the {suite.name} verifier: "
+        f"{summary.passed} passed ({100 * share:.1f}%); verdicts: {summary.out}"
+    )
+    return 0
+
+
+async def cmd_report(args: argparse.Namespace) -> int:
+    from ttc.engine._runreport import report
+
+    print(report(args.run_dirs, args.plot))
+    if args.plot is not None:
+        print(f"plot: {args.plot}")
+    return 0

@@ -1,0 +1,289 @@
+"""`ttc report`: the per-round table and the coverage plot of one or several run directories.
+
+The numbers come from summary.json (tokens, coverage, cost, wall time per round); errors and
+retries by kind come from the journal, which records each one with its kind. A resumed run's
+journal holds every session: a sample's error counts only if it is the last word on that sample
+(a sample that failed and was sent again on resume is judged by its new outcome), while every
+retry counts, since each one was an attempt that happened.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ttc.engine._errors import DataError
+from ttc.engine._journal import read_journal
+from ttc.engine._report import _table, plot_coverage
+
+SIM_SHORT = "simulated: measures the machinery, not the method"
+
+# The keys of a round in summary.json that the table reads.
+_ROUND_KEYS = (
+    "round",
+    "active",
+    "solved",
+    "coverage",
+    "requests",
+    "input_tokens",
+    "output_tokens",
+    "thinking_tokens",
+    "wall_s",
+)
+
+ErrorCounts = Mapping[int, Mapping[str, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """What one run directory says about itself, ready to print or plot."""
+
+    label: str
+    path: Path
+    method: str
+    model: str
+    suite: str
+    simulated: bool
+    complete: bool
+    questions: int
+    rounds: tuple[Mapping[str, Any], ...]
+    wall_s: float
+    # Per round number: {error kind: count}.
+    errors: ErrorCounts
+    retries: ErrorCounts
+
+    def cost(self, row: Mapping[str, Any]) -> float | None:
+        """One round's cost in USD, or None when the run recorded no price."""
+        value = row.get("cost_usd")
+        return None if value is None else float(value)
+
+    @property
+    def cost_usd(self) -> float | None:
+        """The run's cost, or None unless every round has one."""
+        costs = [self.cost(r) for r in self.rounds]
+        if not costs or any(c is None for c in costs):
+            return None
+        return sum(c for c in costs if c is not None)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError as exc:
+        raise DataError(f"{path}: no such file; is {path.parent} a ttc run directory?") from exc
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise DataError(f"{path}: cannot read it ({exc})") from exc
+    if not isinstance(data, dict):
+        raise DataError(f"{path}: expected a JSON object")
+    return data
+
+
+def _rounds(path: Path, summary: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
+    rounds = summary.get("rounds", [])
+    if not isinstance(rounds, list):
+        raise DataError(f"{path}: 'rounds' is not a list")
+    for i, row in enumerate(rounds):
+        if not isinstance(row, dict):
+            raise DataError(f"{path}: round #{i + 1} is not an object")
+        missing = [k for k in _ROUND_KEYS if k not in row]
+        if missing:
+            raise DataError(f"{path}: round #{i + 1} lacks {missing[0]!r}")
+    if rounds and not rounds[-1].get("complete", True):
+        # A round stopped before its barrier never counted its solved questions; what the run had
+        # solved when it stopped is the summary's own count.
+        solved = summary.get("solved", rounds[-1]["solved"])
+        coverage = summary.get("coverage", rounds[-1]["coverage"])
+        rounds[-1] = {**rounds[-1], "solved": solved, "coverage": coverage}
+    return tuple(rounds)
+
+
+def _error_counts(path: Path) -> tuple[ErrorCounts, ErrorCounts]:
+    """Final sample errors and retries per round and kind, from the journal at `path`."""
+    last: dict[tuple[int, str, int], dict[str, Any]] = {}
+    retries: dict[int, Counter[str]] = {}
+    try:
+        for lineno, event in enumerate(read_journal(path), start=1):
+            kind = event["ev"]
+            if kind not in ("sample", "retry"):
+                continue
+            try:
+                t = int(event["round"])
+                if kind == "sample":
+                    last[(t, str(event["item"]), int(event["k"]))] = event
+                else:
+                    retries.setdefault(t, Counter())[str(event["error"])] += 1
+            except (KeyError, TypeError, ValueError) as exc:
+                raise DataError(f"{path}: {kind} event #{lineno} lacks a valid {exc}") from exc
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read it ({exc})") from exc
+    errors: dict[int, Counter[str]] = {}
+    for (t, _, _), event in last.items():
+        if not event.get("ok", False):
+            errors.setdefault(t, Counter())[str(event.get("error", "error"))] += 1
+    return _plain(errors), _plain(retries)
+
+
+def _plain(counts: Mapping[int, Counter[str]]) -> dict[int, dict[str, int]]:
+    return {t: dict(sorted(c.items())) for t, c in sorted(counts.items())}
+
+
+def load_run(path: Path) -> RunReport:
+    """Reads a run directory (summary.json, config.json, journal.jsonl) into a `RunReport`."""
+    path = Path(path)
+    if not path.is_dir():
+        raise DataError(f"{path}: no such run directory")
+    summary = _read_json(path / "summary.json")
+    rounds = _rounds(path / "summary.json", summary)
+    config = _read_json(path / "config.json")
+    journal = path / "journal.jsonl"
+    if not journal.is_file():
+        raise DataError(f"{journal}: no such file; is {path} a ttc run directory?")
+    errors, retries = _error_counts(journal)
+    method = str(summary.get("method") or config.get("config", {}).get("method", "?"))
+    name = path.name or path.resolve().name
+    return RunReport(
+        label=f"{method} ({name})",
+        path=path,
+        method=method,
+        model=str(summary.get("model", config.get("model", "?"))),
+        suite=str(summary.get("suite", config.get("suite", "?"))),
+        simulated=bool(summary.get("simulated", False)),
+        complete=bool(summary.get("complete", False)),
+        questions=int(summary.get("questions", config.get("items", 0))),
+        rounds=rounds,
+        wall_s=float(summary.get("wall_s", 0.0)),
+        errors=errors,
+        retries=retries,
+    )
+
+
+def _kinds(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{kind} {n}" for kind, n in counts.items() if n) or "-"
+
+
+def _cost(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _sum_kinds(per_round: ErrorCounts, rounds: Sequence[int]) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for t in rounds:
+        total.update(per_round.get(t, {}))
+    return dict(sorted(total.items()))
+
+
+def _header(run: RunReport) -> str:
+    state = "complete" if run.complete else "stopped (resumable)"
+    parts = [
+        f"{run.label}: {run.suite}, {run.model}",
+        str(run.path),
+        state,
+        f"wall {run.wall_s:.1f} s",
+    ]
+    if run.simulated:
+        parts.append(SIM_SHORT)
+    return "; ".join(parts)
+
+
+def _block(run: RunReport) -> str:
+    header = [
+        "round",
+        "active",
+        "solved",
+        "coverage %",
+        "requests",
+        "input",
+        "output",
+        "thinking",
+        "cost $",
+        "wall s",
+        "errors",
+        "retries",
+    ]
+    rows = []
+    for r in run.rounds:
+        t = int(r["round"])
+        label = str(t)
+        if not r.get("adaptive", True):
+            label += " (warm-up)"
+        if not r.get("complete", True):
+            label += " (stopped)"
+        rows.append(
+            [
+                label,
+                str(r["active"]),
+                str(r["solved"]),
+                f"{100 * float(r['coverage']):.1f}",
+                # Samples replayed from the journal on resume were bought by an earlier session.
+                str(int(r["requests"]) + int(r.get("replayed", 0))),
+                f"{int(r['input_tokens']):,}",
+                f"{int(r['output_tokens']):,}",
+                f"{int(r['thinking_tokens']):,}",
+                _cost(run.cost(r)),
+                # A stopped round's wall time was never measured.
+                f"{float(r['wall_s']):.2f}" if r.get("complete", True) else "-",
+                _kinds(run.errors.get(t, {})),
+                _kinds(run.retries.get(t, {})),
+            ]
+        )
+    return "\n".join([_header(run), _table(header, rows), _totals(run)])
+
+
+def _totals(run: RunReport) -> str:
+    rs = run.rounds
+    numbers = [int(r["round"]) for r in rs]
+    requests = sum(int(r["requests"]) + int(r.get("replayed", 0)) for r in rs)
+    tokens = [
+        sum(int(r[k]) for r in rs) for k in ("input_tokens", "output_tokens", "thinking_tokens")
+    ]
+    solved = int(rs[-1]["solved"]) if rs else 0
+    coverage = 100 * solved / run.questions if run.questions else 0.0
+    cost = run.cost_usd
+    return (
+        f"total: coverage {coverage:.1f}% ({solved}/{run.questions}); {requests} requests; "
+        f"tokens {tokens[0]:,} input, {tokens[1]:,} output, {tokens[2]:,} thinking; "
+        f"cost {'-' if cost is None else f'${cost:.4f}'}; "
+        f"errors: {_kinds(_sum_kinds(run.errors, numbers))}; "
+        f"retries: {_kinds(_sum_kinds(run.retries, numbers))}"
+    )
+
+
+def report_table(runs: Sequence[RunReport]) -> str:
+    """One block per run: a header line, the per-round table, a totals line."""
+    return "\n\n".join(_block(run) for run in runs)
+
+
+def plot_runs(runs: Sequence[RunReport], path: Path) -> None:
+    """Coverage against cumulative output tokens, one line per run."""
+    lines: dict[str, Sequence[Mapping[str, Any]]] = {}
+    mixed = len({r.simulated for r in runs}) > 1
+    for run in runs:
+        label = run.label if run.complete else f"{run.label}, stopped"
+        if mixed and run.simulated:
+            label += ", simulated"
+        # Two runs may share a label (same method, same directory name elsewhere).
+        unique, n = label, 1
+        while unique in lines:
+            n += 1
+            unique = f"{label} #{n}"
+        lines[unique] = run.rounds
+    title = "coverage vs cumulative output tokens"
+    suites = sorted({f"{r.suite}, {r.model}" for r in runs})
+    if suites:
+        title += f" ({'; '.join(suites)})"
+    if any(r.simulated for r in runs):
+        title += f"\n{SIM_SHORT}"
+    plot_coverage(lines, path, title)
+
+
+def report(paths: Sequence[Path], plot: Path | None) -> str:
+    """Loads every run directory; returns the table text and writes the plot to `plot` if given."""
+    runs = [load_run(Path(p)) for p in paths]
+    if plot is not None:
+        plot_runs(runs, plot)
+    return report_table(runs)

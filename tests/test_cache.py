@@ -1,0 +1,399 @@
+"""The response cache: stable keys, faithful round trips, batched commits, shared files."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ttc.engine import (
+    Completion,
+    ConfigError,
+    Demo,
+    Message,
+    Provider,
+    Request,
+    Sampling,
+    Transient,
+    Usage,
+)
+from ttc.engine._cache import CachingProvider, ResponseCache, cache_key
+
+REQUEST = Request(
+    messages=(Message("system", "Be brief."), Message("user", "What is 2+2?")),
+    sampling=Sampling(
+        temperature=0.7,
+        top_p=0.95,
+        top_k=40,
+        seed=1234,
+        max_output_tokens=512,
+        thinking_budget=1024,
+        reasoning_effort="low",
+    ),
+    n=1,
+    item_id="q0",
+    demos=(Demo("q1", "What is 1+1?", "2", 0.9),),
+)
+# The key of REQUEST. If this changes, every cache on every machine stops matching: bump
+# KEY_VERSION on purpose, never by accident.
+GOLDEN_KEY = "6135d05c19878d30704ba1877b197c43817b789fd50410966c49c3dd83d69d71"
+
+COMPLETION = Completion(
+    texts=("4", "four ✓"),
+    usage=Usage(input_tokens=11, output_tokens=22, thinking_tokens=33),
+    finish_reasons=("stop", "length"),
+    latency_s=1.25,
+    model="m-2025-01-01",
+)
+
+
+def key(request: Request = REQUEST, **overrides: Any) -> str:
+    args: dict[str, Any] = {"provider": "openai", "model": "m", "sample_index": 0}
+    args.update(overrides)
+    return cache_key(args["provider"], args["model"], request, args["sample_index"])
+
+
+# ---- keys
+
+
+def test_key_is_pinned() -> None:
+    assert key() == GOLDEN_KEY
+
+
+def test_key_is_the_same_in_another_process() -> None:
+    script = textwrap.dedent(
+        """
+        from ttc.engine import Demo, Message, Request, Sampling
+        from ttc.engine._cache import cache_key
+        r = Request(
+            (Message("system", "Be brief."), Message("user", "What is 2+2?")),
+            Sampling(0.7, 0.95, 40, 1234, 512, 1024, "low"),
+        )
+        print(cache_key("openai", "m", r, 0))
+        """
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == key()
+
+
+def _with_messages(*messages: Message) -> Request:
+    return dataclasses.replace(REQUEST, messages=messages)
+
+
+def _with_sampling(**changes: Any) -> Request:
+    return dataclasses.replace(REQUEST, sampling=dataclasses.replace(REQUEST.sampling, **changes))
+
+
+def _variants() -> list[tuple[str, Request]]:
+    system, user = REQUEST.messages
+    out = [
+        ("message content", _with_messages(system, Message("user", "What is 2+3?"))),
+        ("message role", _with_messages(Message("user", "Be brief."), user)),
+        ("extra message", _with_messages(system, user, Message("user", ""))),
+        ("dropped message", _with_messages(user)),
+        ("n", dataclasses.replace(REQUEST, n=2)),
+    ]
+    changed: dict[str, Any] = {
+        "temperature": 0.8,
+        "top_p": 0.9,
+        "top_k": 41,
+        "seed": 1235,
+        "max_output_tokens": 513,
+        "thinking_budget": 1025,
+        "reasoning_effort": "high",
+    }
+    # Every Sampling field must be covered, including ones added later.
+    assert set(changed) == {f.name for f in dataclasses.fields(Sampling)}
+    for name, value in changed.items():
+        out.append((f"sampling.{name}", _with_sampling(**{name: value})))
+        out.append((f"sampling.{name}=None", _with_sampling(**{name: None})))
+    return out
+
+
+VARIANTS = _variants()
+
+
+@pytest.mark.parametrize(("what", "request_"), VARIANTS, ids=[w for w, _ in VARIANTS])
+def test_key_changes_with_the_request(what: str, request_: Request) -> None:
+    assert key(request_) != key(), what
+
+
+@pytest.mark.parametrize("override", [{"provider": "gemini"}, {"model": "m2"}, {"sample_index": 1}])
+def test_key_changes_with_provider_model_and_sample_index(override: dict[str, Any]) -> None:
+    assert key(**override) != key()
+
+
+def test_key_ignores_item_id_and_demos() -> None:
+    other = dataclasses.replace(REQUEST, item_id="q99", demos=())
+    assert key(other) == key()
+
+
+def test_key_is_an_int_temperature_like_a_float_one() -> None:
+    as_int = dataclasses.replace(REQUEST, sampling=Sampling(temperature=1, top_p=1))
+    as_float = dataclasses.replace(REQUEST, sampling=Sampling(temperature=1.0, top_p=1.0))
+    assert key(as_int) == key(as_float)
+
+
+def test_key_cannot_confuse_message_boundaries() -> None:
+    a = dataclasses.replace(REQUEST, messages=(Message("user", "ab"), Message("user", "c")))
+    b = dataclasses.replace(REQUEST, messages=(Message("user", "a"), Message("user", "bc")))
+    assert key(a) != key(b)
+
+
+# ---- the store
+
+
+def test_round_trip_preserves_every_field(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    with ResponseCache(path) as cache:
+        cache.put("k", COMPLETION)
+        assert cache.get("k") == COMPLETION  # from the pending batch
+        cache.flush()
+        assert cache.get("k") == COMPLETION  # from the file
+        assert cache.get("missing") is None
+    with ResponseCache(path) as cache:
+        got = cache.get("k")
+    assert got == COMPLETION
+    assert got is not None
+    assert isinstance(got.texts, tuple)
+    assert isinstance(got.finish_reasons, tuple)
+
+
+def test_round_trip_of_an_empty_completion(tmp_path: Path) -> None:
+    empty = Completion(texts=("",), usage=Usage())
+    with ResponseCache(tmp_path / "c.sqlite3") as cache:
+        cache.put("k", empty)
+        cache.flush()
+        assert cache.get("k") == empty
+
+
+def test_put_replaces(tmp_path: Path) -> None:
+    other = dataclasses.replace(COMPLETION, texts=("5",))
+    with ResponseCache(tmp_path / "c.sqlite3") as cache:
+        cache.put("k", COMPLETION)
+        cache.flush()
+        cache.put("k", other)
+        cache.flush()
+        assert cache.get("k") == other
+        assert len(cache) == 1
+
+
+def test_writes_are_batched_until_flush(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    with ResponseCache(path) as writer, ResponseCache(path) as reader:
+        writer.put("k", COMPLETION)
+        assert reader.get("k") is None  # not committed yet
+        writer.flush()
+        assert reader.get("k") == COMPLETION
+
+
+def test_a_batch_commits_itself_when_full(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    with ResponseCache(path, flush_every=3) as writer, ResponseCache(path) as reader:
+        writer.put("a", COMPLETION)
+        writer.put("b", COMPLETION)
+        assert len(reader) == 0
+        writer.put("c", COMPLETION)
+        assert len(reader) == 3
+        writer.put("d", COMPLETION)
+        assert len(reader) == 3
+        assert len(writer) == 4  # counts its own pending put
+
+
+def test_an_old_batch_commits_on_the_next_put(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    with ResponseCache(path, flush_after_s=0.0) as writer, ResponseCache(path) as reader:
+        writer.put("a", COMPLETION)
+        assert reader.get("a") == COMPLETION
+
+
+def test_close_commits_and_reopen_sees_it(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "er" / "c.sqlite3"
+    cache = ResponseCache(path)
+    for i in range(300):  # one automatic batch of 256, then 44 pending
+        cache.put(f"k{i}", COMPLETION)
+    cache.close()
+    cache.close()  # harmless
+    with ResponseCache(path) as again:
+        assert len(again) == 300
+        assert again.get("k299") == COMPLETION
+
+
+def test_two_caches_on_one_file_see_each_others_writes(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    other = dataclasses.replace(COMPLETION, texts=("other",))
+    with ResponseCache(path) as a, ResponseCache(path) as b:
+        a.put("from-a", COMPLETION)
+        b.put("from-b", other)
+        a.flush()
+        b.flush()
+        assert b.get("from-a") == COMPLETION
+        assert a.get("from-b") == other
+        assert len(a) == len(b) == 2
+
+
+def test_several_processes_write_one_file_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    ResponseCache(path).close()  # create it once, so the writers race only on rows
+    script = textwrap.dedent(
+        """
+        import sys
+        from pathlib import Path
+        from ttc.engine import Completion, Usage
+        from ttc.engine._cache import ResponseCache
+        name = sys.argv[2]
+        with ResponseCache(Path(sys.argv[1]), flush_every=7) as cache:
+            for i in range(500):
+                cache.put(f"{name}-{i}", Completion((name,), Usage(i, i, i)))
+        """
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(path), f"w{w}"]) for w in range(4)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0, 0]
+    with ResponseCache(path) as cache:
+        assert len(cache) == 2000
+        assert cache.get("w3-499") == Completion(("w3",), Usage(499, 499, 499))
+
+
+@pytest.mark.parametrize(
+    "content", [b"this is not a database, just some text\n" * 100, b"\x00\xff" * 4096]
+)
+def test_a_corrupt_file_is_a_config_error(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "c.sqlite3"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match="--no-cache") as info:
+        ResponseCache(path)
+    assert str(path) in str(info.value)
+
+
+def test_a_cache_of_another_schema_version_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA user_version=99")
+    conn.close()
+    with pytest.raises(ConfigError, match="schema version 99") as info:
+        ResponseCache(path)
+    assert str(path) in str(info.value)
+    assert "--no-cache" in str(info.value)
+
+
+# ---- the caching provider
+
+
+@dataclass
+class CountingProvider:
+    """Answers `echo:<last message>`; fails requests whose last message is `fail`, once each."""
+
+    name: str = "counting"
+    model: str = "counting-1"
+    simulated: bool = True
+    calls: int = 0
+    failed: set[str] = field(default_factory=set)
+    closed: bool = False
+
+    async def generate(self, request: Request) -> Completion:
+        self.calls += 1
+        text = request.messages[-1].content
+        if text.startswith("fail") and text not in self.failed:
+            self.failed.add(text)
+            raise Transient("503")
+        return Completion((f"echo:{text}",) * request.n, Usage(3, 5, 7), ("stop",) * request.n)
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def requests(n: int, prefix: str = "q") -> list[Request]:
+    return [
+        Request((Message("user", f"{prefix}{i}"),), Sampling(seed=i), item_id=f"{prefix}{i}")
+        for i in range(n)
+    ]
+
+
+async def test_a_second_pass_sends_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    inner = CountingProvider()
+    with ResponseCache(path) as cache:
+        provider = CachingProvider(inner, cache)
+        first = [await provider.generate(r) for r in requests(10)]
+        assert (inner.calls, provider.hits, provider.misses) == (10, 0, 10)
+        second = [await provider.generate(r) for r in requests(10)]
+        assert (inner.calls, provider.hits, provider.misses) == (10, 10, 10)
+        assert second == first
+    # Another run, another process's worth of objects: still nothing sent.
+    inner2 = CountingProvider()
+    with ResponseCache(path) as cache:
+        provider = CachingProvider(inner2, cache)
+        third = [await provider.generate(r) for r in requests(10)]
+    assert inner2.calls == 0
+    assert third == first
+
+
+async def test_another_model_is_not_served_from_the_cache(tmp_path: Path) -> None:
+    with ResponseCache(tmp_path / "c.sqlite3") as cache:
+        a = CachingProvider(CountingProvider(model="a"), cache)
+        b = CachingProvider(CountingProvider(model="b"), cache)
+        for r in requests(3):
+            await a.generate(r)
+            await b.generate(r)
+        assert (a.misses, b.misses, a.hits, b.hits) == (3, 3, 0, 0)
+
+
+async def test_errors_are_not_cached(tmp_path: Path) -> None:
+    inner = CountingProvider()
+    request = requests(1, prefix="fail")[0]
+    with ResponseCache(tmp_path / "c.sqlite3") as cache:
+        provider = CachingProvider(inner, cache)
+        with pytest.raises(Transient):
+            await provider.generate(request)
+        assert len(cache) == 0
+        done = await provider.generate(request)  # the retry goes to the provider
+        assert done.texts == ("echo:fail0",)
+        assert await provider.generate(request) == done
+    assert inner.calls == 2
+    assert (provider.hits, provider.misses) == (1, 2)
+
+
+async def test_a_request_for_several_samples_is_one_entry(tmp_path: Path) -> None:
+    inner = CountingProvider()
+    request = dataclasses.replace(requests(1)[0], n=3)
+    with ResponseCache(tmp_path / "c.sqlite3") as cache:
+        provider = CachingProvider(inner, cache)
+        first = await provider.generate(request)
+        assert await provider.generate(request) == first
+        assert len(first.texts) == 3
+        assert len(cache) == 1
+    assert inner.calls == 1
+
+
+async def test_it_is_a_provider_that_forwards_attributes(tmp_path: Path) -> None:
+    inner = CountingProvider()
+    with ResponseCache(tmp_path / "c.sqlite3") as cache:
+        provider = CachingProvider(inner, cache)
+        assert isinstance(provider, Provider)
+        assert (provider.name, provider.model) == ("counting", "counting-1")
+        assert provider.simulated is True
+        with pytest.raises(AttributeError):
+            _ = provider.no_such_attribute
+
+
+async def test_aclose_flushes_the_cache_and_leaves_the_provider_open(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    inner = CountingProvider()
+    with ResponseCache(path) as cache, ResponseCache(path) as reader:
+        provider = CachingProvider(inner, cache)
+        await provider.generate(requests(1)[0])
+        assert len(reader) == 0
+        await provider.aclose()
+        assert len(reader) == 1
+    assert inner.closed is False
