@@ -24,14 +24,21 @@ noted:
   mentions (`lcb_prelude`: the same bindings, half the start-up time);
 - stdin tests: the output and the expected output are compared line by line after stripping
   both ends and each line; lines that differ are split on whitespace and compared token by
-  token, tokens that differ as numbers (Decimal). Integers must be equal; a non-integer may be off
-  by 1e-6 absolute or relative (LiveCodeBench demands Decimal equality: this accepts the answers
-  a problem's stated tolerance accepts). A program that ends with `sys.exit(n)` is graded on its
-  output, as LiveCodeBench's `except SystemExit` does;
+  token, tokens that differ as numbers (Decimal). Where the expected token is an integer, the
+  output's must equal it exactly ("1.0" passes for "1", "1.0000001" does not); where it has a
+  fractional part or an exponent, the output's may be off by 1e-6 absolute or relative
+  (LiveCodeBench demands Decimal equality: this accepts the answers a problem's stated tolerance
+  accepts). A program that ends with `sys.exit(n)` is graded on its output, as LiveCodeBench's
+  `except SystemExit` does;
 - functional tests: the program defines LeetCode's `class Solution` with the method `func_name`
   (or a top-level function of that name); a harness in the sandbox decodes the input lines as
   JSON arguments, calls the method, and prints the JSON of the result, which must equal the
-  expected JSON value (tuples count as lists; floats with the tolerance above).
+  expected JSON value (tuples count as lists; numbers as above: an expected integer exactly, an
+  expected float with the tolerance).
+
+The program cannot see the directory holding the problems file (nor the others the sandbox
+hides), so it cannot look its expected outputs up. Constructing the suite checks that the
+sandbox works here (a ConfigError if not).
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import importlib
 import io
 import json
 import math
+import os
 import pickle
 import random
 import re
@@ -54,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from ttc.adapters import _templates
-from ttc.adapters._sandbox import SandboxResult, protections, run_python
+from ttc.adapters._sandbox import SandboxResult, SandboxUnavailable, protections, run_python
 from ttc.engine._errors import ConfigError, DataError
 from ttc.engine._types import Demo, Item, Verdict
 
@@ -224,8 +232,8 @@ def _numbers_match(got: str, want: str) -> bool:
         return False
     if a == b:
         return True
-    if _INTEGER.fullmatch(got) and _INTEGER.fullmatch(want):
-        return False  # integers are exact, however large
+    if _INTEGER.fullmatch(want):
+        return False  # an integer answer is exact, however large
     x, y = float(a), float(b)
     return math.isfinite(x) and math.isclose(x, y, rel_tol=_TOLERANCE, abs_tol=_TOLERANCE)
 
@@ -262,6 +270,8 @@ def _values_match(got: Any, want: Any) -> bool:
             return bool(got == want)
         if not isinstance(got, int | float) or not isinstance(want, int | float):
             return False
+        if isinstance(want, int):
+            return got == want  # an integer answer is exact
         return got == want or math.isclose(got, want, rel_tol=_TOLERANCE, abs_tol=_TOLERANCE)
     if isinstance(got, list) and isinstance(want, list):
         return len(got) == len(want) and all(map(_values_match, got, want))
@@ -353,6 +363,13 @@ class LiveCodeBenchSuite:
         self.timeout_s = float(timeout_s)
         self.memory_mb = memory_mb
         self._items: list[Item] | None = None
+        try:  # here rather than in the verifier workers, where a failure breaks the pool
+            protections()
+        except SandboxUnavailable as exc:
+            raise ConfigError(
+                f"livecodebench: judging runs programs in a sandbox, which does not work on this "
+                f"machine: {exc}"
+            ) from None
 
     # Workers receive the suite pickled: judging needs only the settings (each Item carries its
     # tests), so the parsed file stays behind.
@@ -380,13 +397,20 @@ class LiveCodeBenchSuite:
 
     def _load(self) -> list[Item]:
         try:
-            handle = self.path.open(encoding="utf-8")
+            handle = self.path.open("rb")
         except OSError as exc:
             raise DataError(f"{self.path}: cannot read the file: {exc.strerror or exc}") from None
         items: list[Item] = []
         seen: dict[str, int] = {}
         with handle:
-            for lineno, line in enumerate(handle, start=1):
+            for lineno, raw in enumerate(handle, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise DataError(
+                        f"{self.path}, line {lineno}: not UTF-8 text (byte {exc.start + 1} of the "
+                        f"line: {raw[exc.start : exc.start + 1]!r})"
+                    ) from None
                 if not line.strip():
                     continue
                 item = self._record(line, lineno, seen)
@@ -423,6 +447,8 @@ class LiveCodeBenchSuite:
             )
         seen[item_id] = lineno
         question = text("question_content")
+        if not question.strip():
+            raise DataError(f"{where}, field 'question_content': empty")
         starter = text("starter_code")
         try:
             contest = datetime.fromisoformat(text("contest_date"))
@@ -481,7 +507,11 @@ class LiveCodeBenchSuite:
         if isinstance(raw, str):
             try:
                 data = json.loads(raw)
-            except json.JSONDecodeError:
+            except json.JSONDecodeError as exc:
+                if raw.lstrip().startswith(("[", "{")):  # JSON, not LiveCodeBench's base64
+                    raise DataError(
+                        f"{at}: malformed JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+                    ) from None
                 try:
                     data = json.loads(_unpack(raw))
                 # Any failure to decode is the data's fault; a refused global is one of them.
@@ -543,6 +573,10 @@ class LiveCodeBenchSuite:
                 return TestReport(index, len(tests), failure, index + 1)
         return TestReport(len(tests), len(tests), None, len(tests))
 
+    def _private(self) -> tuple[str, ...]:
+        """What the program must not see: the directory of the problems, with their answers."""
+        return (os.path.dirname(os.path.abspath(self.path)),)
+
     def _run_test(self, code: str, test: TestCase, func_name: str | None) -> str | None:
         """None if the program passes `test`, else why not."""
         cap = max(1 << 20, 2 * len(test.output) + (64 << 10))
@@ -554,6 +588,7 @@ class LiveCodeBenchSuite:
                 memory_mb=self.memory_mb,
                 max_output_bytes=cap,
                 prelude=lcb_prelude(code),
+                hide=self._private(),
             )
             failure = _run_failure(result, self.timeout_s, self.memory_mb)
             if failure is not None:
@@ -570,6 +605,7 @@ class LiveCodeBenchSuite:
             timeout_s=self.timeout_s,
             memory_mb=self.memory_mb,
             max_output_bytes=cap,
+            hide=self._private(),
         )
         failure = _run_failure(result, self.timeout_s, self.memory_mb)
         if failure is not None:

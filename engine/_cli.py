@@ -295,7 +295,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = [a for a in argv if a != "--resume"]
     if getattr(args, "live", False) is None:
         args.live = sys.stderr.isatty()
-    logging.basicConfig(format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    # Over a live status line, a log line first clears it; the next redraw puts it back below.
+    clear = "\r\x1b[K" if getattr(args, "live", False) else ""
+    logging.basicConfig(format=clear + "%(asctime)s %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("ttc").setLevel(logging.WARNING if args.quiet else logging.INFO)
     try:
         return asyncio.run(_dispatch(args))

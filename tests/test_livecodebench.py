@@ -7,20 +7,24 @@ import json
 import multiprocessing
 import os
 import pickle
+import shutil
+import tempfile
 import time
 import zlib
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ttc.adapters import _templates
+from ttc.adapters import _sandbox, _templates
 from ttc.adapters._livecodebench import (
     LCB_IMPORTS,
     LiveCodeBenchSuite,
     TestCase,
     _unpack,
+    _values_match,
     extract_code,
     lcb_prelude,
     outputs_match,
@@ -154,6 +158,7 @@ ONE_TEST = '[{"input": "1", "output": "1", "testtype": "%s"}]'
 BAD_LINES = [
     ("malformed JSON", lambda r: "{not json", "malformed JSON"),
     ("missing field", without("question_content"), "field 'question_content': missing"),
+    ("empty question", with_(question_content=" \n"), "field 'question_content': empty"),
     ("missing tests", without("private_test_cases"), "field 'private_test_cases': missing"),
     ("missing metadata", without("metadata"), "field 'metadata': missing"),
     ("bad date", with_(contest_date="yesterday"), "field 'contest_date': not an ISO date"),
@@ -171,6 +176,11 @@ BAD_LINES = [
         "truncated compression",
         lambda r: {**r, "private_test_cases": r["private_test_cases"][:40]},
         "field 'private_test_cases': undecodable",
+    ),
+    (
+        "malformed JSON tests",
+        with_(public_test_cases='[{"input": "1", "output": "1", "testtype": "stdin"'),
+        "field 'public_test_cases': malformed JSON: Expecting ',' delimiter (line 1, column 51)",
     ),
     (
         "tests not a list",
@@ -225,6 +235,26 @@ def test_functional_tests_need_a_func_name(tmp_path: Path) -> None:
 def test_missing_file_is_a_data_error(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"nowhere\.jsonl"):
         LiveCodeBenchSuite(tmp_path / "nowhere.jsonl").items()
+
+
+def test_a_file_that_is_not_utf8_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.jsonl"
+    good = json.dumps(record("lcb_sum_pairs")).encode()
+    bad = json.dumps(record("lcb_mean", question_title="caf\u00e9"), ensure_ascii=False)
+    path.write_bytes(good + b"\n" + bad.encode("latin-1") + b"\n")
+    with pytest.raises(DataError) as caught:
+        LiveCodeBenchSuite(path).items()
+    assert str(caught.value).startswith(f"{path}, line 2: not UTF-8 text")
+
+
+def test_a_sandbox_that_does_not_work_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found when the suite is made, not as a verdict of 0 for every response.
+    def broken() -> Any:
+        raise _sandbox.SandboxUnavailable("sandbox: no Python interpreter runs under the sandbox")
+
+    monkeypatch.setattr(_sandbox, "_setup", broken)
+    with pytest.raises(ConfigError, match=r"livecodebench: .*sandbox.*no Python interpreter"):
+        LiveCodeBenchSuite(FIXTURE)
 
 
 def test_records_outside_the_window_are_checked_but_not_decoded(tmp_path: Path) -> None:
@@ -414,7 +444,15 @@ def test_extract_code_picks_the_last_python_block() -> None:
         ("1.0", "1", True),
         ("1e3", "1000", True),
         ("2.3333333333333335", "2.3333333333", True),
-        ("0.0000001", "0", True),
+        ("0.0000001", "0", False),
+        ("1e-7", "0", False),
+        ("1000001.0", "1000000", False),
+        ("1000000.5", "1000000", False),
+        ("7.0", "7", True),
+        ("-0", "0", True),
+        ("1000000.5", "1000000.0", True),
+        ("0.0000001", "0.0", True),
+        ("1e-7", "0e0", True),
         ("2.334", "2.3333333333", False),
         ("1000000000000000001", "1000000000000000000", False),
         ("yes", "Yes", False),
@@ -426,6 +464,58 @@ def test_extract_code_picks_the_last_python_block() -> None:
 )
 def test_stdout_comparison(got: str, want: str, accepted: bool) -> None:
     assert outputs_match(got, want) is accepted
+
+
+@pytest.mark.parametrize(
+    ("got", "want", "accepted"),
+    [
+        (7.0, 7, True),
+        (1000001.0, 1000000, False),
+        (1e-7, 0, False),
+        ([1, 2.0000001], [1, 2], False),
+        ({"a": 3.0}, {"a": 3}, True),
+        (0.1 + 0.2, 0.3, True),
+        (1000000, 1000000.5, True),
+        ("1", 1, False),
+    ],
+)
+def test_functional_result_comparison(got: Any, want: Any, accepted: bool) -> None:
+    assert _values_match(got, want) is accepted
+
+
+@pytest.fixture
+def public_copy() -> Iterator[Path]:
+    """The fixture in a world-readable directory outside those the sandbox always hides."""
+    folder = Path(tempfile.mkdtemp(prefix="ttc-lcb-"))
+    folder.chmod(0o755)
+    shutil.copy(FIXTURE, folder / "problems.jsonl")
+    (folder / "problems.jsonl").chmod(0o644)
+    yield folder / "problems.jsonl"
+    shutil.rmtree(folder)
+
+
+def test_programs_cannot_read_the_expected_outputs(
+    monkeypatch: pytest.MonkeyPatch, public_copy: Path
+) -> None:
+    if "mount" not in _sandbox.protections()["namespaces"]:
+        pytest.skip("no mount namespace here: the problems file is as readable as its mode says")
+    # /tmp visible, so that only the suite hides the copy
+    monkeypatch.setattr(_sandbox, "_HIDDEN", tuple(d for d in _sandbox._HIDDEN if d != "/tmp"))
+    suite = LiveCodeBenchSuite(public_copy, None, None)
+    item = next(i for i in suite.items() if i.id == "lcb_sum_pairs")
+    cheat = (
+        "import base64, json, pickle, sys, zlib\n"
+        "data = sys.stdin.read()\n"
+        f"for line in open({str(public_copy)!r}):\n"
+        "    r = json.loads(line)\n"
+        "    if r['question_id'] == 'lcb_sum_pairs':\n"
+        "        blob = zlib.decompress(base64.b64decode(r['private_test_cases']))\n"
+        "        tests = json.loads(r['public_test_cases']) + json.loads(pickle.loads(blob))\n"
+        "        print(next(t['output'] for t in tests if t['input'] == data), end='')\n"
+    )
+    verdict = suite.judge(item, cheat)
+    assert verdict.score == 0.0
+    assert "FileNotFoundError" in verdict.detail, verdict.detail
 
 
 # Prompts, pickling, the simulator

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import secrets
+import shutil
 import socket
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -306,6 +313,9 @@ def test_protections_report_this_machine() -> None:
     assert report["fresh_env"]
     assert report["isolated_python"]
     assert set(report["rlimits"]) == {"CPU", "AS", "NPROC", "FSIZE", "NOFILE", "CORE"}
+    assert report["uid_dropped"] == (report["uid"] != os.geteuid())
+    if "mount" in report["namespaces"]:
+        assert {"/tmp", "/dev/shm", os.path.realpath(_sandbox._PROJECT)} <= set(report["hidden"])
     if os.geteuid() == 0:
         assert report["uid"] == 65534
         assert report["nproc_enforced"]
@@ -346,3 +356,340 @@ def test_without_unshare_the_guard_and_uid_drop_still_hold(
     looping = run("while True:\n    pass", timeout_s=1.0, cpu_s=5.0)
     assert looping.killed_reason == "timeout"
     assert wait_until_gone(looping.pid) == []
+
+
+# Findings of the review: each test below failed before its fix.
+
+
+@pytest.fixture
+def host_tmp() -> Iterator[Path]:
+    """A world-readable directory in the host's /tmp (pytest's own tmp_path is private)."""
+    path = Path(tempfile.mkdtemp(prefix="ttc-test-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_subinterpreters_cannot_shed_the_guard(host_tmp: Path, server: socket.socket) -> None:
+    # Audit hooks belong to one interpreter: a subinterpreter would run without the guard.
+    target = host_tmp / "from-subinterpreter"
+    port = server.getsockname()[1]
+    inner = (
+        f"open({str(target)!r}, 'w').write('x')\n"
+        f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+        "print('escaped')\n"
+    )
+    code = f"import _xxsubinterpreters as I\nI.run_string(I.create(isolated=False), {inner!r})\n"
+    result = run(code)
+    assert "importing _xxsubinterpreters is not allowed" in result.stderr
+    assert "escaped" not in result.stdout
+    assert not target.exists()
+    assert_no_connection(server)
+    for name in ("_xxsubinterpreters", "_interpreters", "_xxinterpchannels", "_interpqueues"):
+        assert name in _sandbox._DENY_IMPORTS
+
+
+@pytest.mark.parametrize("variant", ["default", "no-namespaces"])
+def test_guard_normalises_proc_and_dir_fd_paths(
+    monkeypatch: pytest.MonkeyPatch, variant: str
+) -> None:
+    if variant == "no-namespaces":
+        setup = _sandbox._make_setup(allow_unshare=False)
+        monkeypatch.setattr(_sandbox, "_setup", lambda: setup)
+    name = f"ttc-test-{secrets.token_hex(8)}"
+    code = (
+        "import os\n"
+        "def environ():\n"
+        "    return open(f'/proc/self/../{os.getppid()}/environ', 'rb').read()\n"
+        "def via_root():\n"
+        "    fd = os.open('/proc/self/root/tmp', os.O_RDONLY)\n"
+        f"    os.open({name!r}, os.O_WRONLY | os.O_CREAT, 0o666, dir_fd=fd)\n"
+        "def via_cwd():\n"
+        "    fd = os.open('/proc/self/cwd/..', os.O_RDONLY)\n"
+        "for attempt in (environ, via_root, via_cwd):\n"
+        "    try:\n"
+        "        attempt()\n"
+        "        print('allowed')\n"
+        "    except OSError as exc:\n"
+        "        print('refused', exc)\n"
+    )
+    result = run(code)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3
+    assert all(line.startswith("refused") and "not allowed" in line for line in lines), lines
+    assert "/environ is not allowed" in lines[0]
+    assert "opening the directory /tmp is not allowed" in lines[1]
+    assert not os.path.lexists(f"/tmp/{name}")
+
+
+def test_other_ways_of_writing_are_refused(host_tmp: Path) -> None:
+    host_tmp.chmod(0o777)
+    attempts = {
+        "sqlite": f"import sqlite3\nsqlite3.connect({str(host_tmp / 'db')!r}).execute('select 1')",
+        "fifo": f"import os\nos.mkfifo({str(host_tmp / 'fifo')!r})",
+        "node": f"import os, stat\nos.mknod({str(host_tmp / 'node')!r}, stat.S_IFIFO | 0o666)",
+        "shm": "import _posixshmem, os\n_posixshmem.shm_open('/ttc-test-shm', os.O_CREAT | 2)",
+        "link": f"import os\nos.link('/etc/hostname', {str(host_tmp / 'link')!r})",
+        "subdirectory": "import os\nos.chdir('..')\nopen('x', 'w')",
+    }
+    for name, code in attempts.items():
+        result = run(code)
+        assert result.returncode == 1, (name, result)
+        assert "not allowed" in result.stderr, (name, result.stderr)
+    assert list(host_tmp.iterdir()) == []
+    assert not Path("/dev/shm/ttc-test-shm").exists()
+
+
+def test_the_guards_state_is_out_of_reach() -> None:
+    # The reviewer's trick: the traceback of a refusal leads to the hook's frame, whose locals
+    # were the guard's mutable state.
+    marker = f"/tmp/ttc-test-link-{secrets.token_hex(8)}"
+    code = (
+        "import os, sys\n"
+        "try:\n"
+        "    open('/tmp/x_never', 'w')\n"
+        "except PermissionError as e:\n"
+        "    tb = e.__traceback__\n"
+        "    while tb.tb_next:\n"
+        "        tb = tb.tb_next\n"
+        "    loc = tb.tb_frame.f_locals\n"
+        "    loc['_paths'].clear()\n"
+        "    loc['_budget'][0] = 10**9\n"
+        f"os.symlink('/etc/passwd', {marker!r})\n"
+        "print('linked')\n"
+    )
+    result = run(code)
+    assert "linked" not in result.stdout
+    assert "reading the guard's frame is not allowed" in result.stderr
+    assert not os.path.lexists(marker)
+    # A path object's __fspath__ may run inside the hook: what it finds there is immutable.
+    sneaky = (
+        "import os, shutil, sys\n"
+        "class P:\n"
+        "    def __fspath__(self):\n"
+        "        hook = sys._getframe(1)\n"
+        "        if hook.f_code.co_name == 'hook':\n"
+        "            values = hook.f_locals.values()\n"
+        "            mutable = (list, dict, set, bytearray)\n"
+        "            print('mutable:', sorted({type(v).__name__ for v in values\n"
+        "                                     if isinstance(v, mutable)}))\n"
+        "        return 'inside'\n"
+        "os.mkdir('inside')\n"
+        "shutil.rmtree(P())\n"
+    )
+    result = run(sneaky)
+    assert result.ok, result.stderr
+    assert result.stdout == "mutable: []\n"
+
+
+@GUARD
+def test_private_directories_are_hidden(host_tmp: Path, audit_guard: bool) -> None:
+    if "mount" not in protections()["namespaces"]:
+        pytest.skip("no mount namespace here: only file permissions protect these")
+    secret = host_tmp / "secret.txt"
+    secret.write_text("sk-world-readable\n")
+    secret.chmod(0o644)
+    shm = Path(f"/dev/shm/ttc-test-{secrets.token_hex(8)}")
+    shm.write_text("sk-in-shm\n")
+    shm.chmod(0o644)
+    project = os.path.realpath(_sandbox._PROJECT)
+    # The interpreter's own tree stays visible (read-only) when it lies in a hidden directory.
+    python = protections()["python"]
+    code = (
+        "import os\n"
+        f"for path in ({str(secret)!r}, {str(shm)!r}):\n"
+        "    try:\n"
+        "        print(open(path).read().strip())\n"
+        "    except OSError as exc:\n"
+        "        print('refused', type(exc).__name__)\n"
+        f"for top in ('/home', '/root', '/dev/shm', {project!r}):\n"
+        f"    tree = {python!r}.split('/')[2] if {python!r}.startswith(top + '/') else None\n"
+        "    print(top, [name for name in os.listdir(top) if name != tree])\n"
+        "print(sorted(os.listdir('/tmp')) == [os.path.basename(os.path.dirname(os.getcwd()))])\n"
+        "open('still-writable.txt', 'w').write('ok')\n"
+    )
+    try:
+        result = run(code, audit_guard=audit_guard)
+    finally:
+        shm.unlink()
+    assert result.returncode == 0, result.stderr
+    assert "sk-" not in result.stdout
+    lines = result.stdout.splitlines()
+    assert lines[:2] == ["refused FileNotFoundError"] * 2
+    assert lines[2:6] == [f"{top} []" for top in ("/home", "/root", "/dev/shm", project)]
+    assert lines[6] == "True"
+
+
+def test_callers_can_hide_more(monkeypatch: pytest.MonkeyPatch, host_tmp: Path) -> None:
+    if "mount" not in protections()["namespaces"]:
+        pytest.skip("no mount namespace here")
+    answers = host_tmp / "answers.txt"
+    answers.write_text("42\n")
+    answers.chmod(0o644)
+    # /tmp visible, so that only `hide` hides the directory
+    monkeypatch.setattr(_sandbox, "_HIDDEN", tuple(d for d in _sandbox._HIDDEN if d != "/tmp"))
+    code = f"print(open({str(answers)!r}).read().strip())"
+    assert run(code).stdout == "42\n"
+    hidden = run(code, hide=[str(host_tmp)])
+    assert "FileNotFoundError" in hidden.stderr
+
+
+def _run_as(uid: int, script: str, timeout_s: float = 120.0) -> dict[str, Any]:
+    """Runs `script` (which prints one JSON line last) as `uid`, with this sandbox module."""
+    python = "/usr/bin/python3"
+    if os.geteuid() != 0 or shutil.which("setpriv") is None or not os.access(python, os.X_OK):
+        pytest.skip("needs root, setpriv and /usr/bin/python3 to act as another user")
+    version = subprocess.run(
+        [python, "-c", "import sys; print(sys.version_info >= (3, 10))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if version.stdout.strip() != "True":
+        pytest.skip("/usr/bin/python3 is older than 3.10")
+    prologue = (
+        "import importlib.util, json, sys\n"
+        f"spec = importlib.util.spec_from_file_location('sb', {_sandbox.__file__!r})\n"
+        "S = importlib.util.module_from_spec(spec)\n"
+        "sys.modules['sb'] = S\n"
+        "spec.loader.exec_module(S)\n"
+    )
+    done = subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            python,
+            "-c",
+            prologue + script,
+        ],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin", "TMPDIR": "/tmp", "LANG": "C.UTF-8"},
+        timeout=timeout_s,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return report
+
+
+OTHER_UID = 54321  # no user of this machine: act as an unprivileged user of our own
+
+
+def test_an_unprivileged_users_files_are_hidden_from_its_programs(host_tmp: Path) -> None:
+    home = host_tmp / "home"
+    home.mkdir(mode=0o700)
+    (home / ".env").write_text("OPENAI_API_KEY=sk-user-secret\n")
+    (home / ".bashrc").write_text("export PS1=ok\n")
+    for path in (home, home / ".env", home / ".bashrc"):
+        os.chown(path, OTHER_UID, OTHER_UID)
+    program = (
+        "import json\n"
+        "out = []\n"
+        f"for action in (lambda: open({str(home / '.env')!r}).read(),\n"
+        f"               lambda: open({str(home / '.bashrc')!r}, 'a').write('evil\\n')):\n"
+        "    try:\n"
+        "        out.append(repr(action()))\n"
+        "    except OSError as exc:\n"
+        "        out.append(type(exc).__name__)\n"
+        "print(json.dumps(out))\n"
+    )
+    script = (
+        "report = S.protections()\n"
+        f"runs = [S.run_python({program!r}, '', timeout_s=10, audit_guard=guard)\n"
+        "        for guard in (True, False)]\n"
+        "print(json.dumps({'report': report, 'runs': [[r.returncode, r.stdout, r.stderr] "
+        "for r in runs]}))\n"
+    )
+    outcome = _run_as(OTHER_UID, script)
+    report = outcome["report"]
+    assert report["uid"] == OTHER_UID
+    assert report["uid_dropped"] is False
+    refusals = {"FileNotFoundError", "PermissionError"}
+    for returncode, stdout, stderr in outcome["runs"]:
+        assert returncode == 0, stderr
+        assert set(json.loads(stdout)) <= refusals, stdout
+    if "user" in report["namespaces"]:
+        assert "/tmp" in report["hidden"]
+    assert (home / ".bashrc").read_text() == "export PS1=ok\n"
+
+
+def test_nproc_leaves_room_beside_the_users_other_processes() -> None:
+    # The kernel counts all of a uid's processes against RLIMIT_NPROC: a user already running
+    # 70 of them could start no thread at all with a flat limit of 64.
+    threaded = (
+        "import threading\n"
+        "out = []\n"
+        "t = threading.Thread(target=lambda: out.append(42))\n"
+        "t.start(); t.join(); print(out[0])\n"
+    )
+    script = (
+        "import subprocess\n"
+        "sleepers = [subprocess.Popen(['sleep', '60']) for _ in range(70)]\n"
+        "try:\n"
+        "    limit = S._nproc_limit(S.os.geteuid())\n"
+        f"    result = S.run_python({threaded!r}, '', timeout_s=10)\n"
+        "finally:\n"
+        "    for p in sleepers:\n"
+        "        p.kill(); p.wait()\n"
+        "print(json.dumps({'result': [limit, result.returncode, result.stdout, result.stderr]}))\n"
+    )
+    limit, returncode, stdout, stderr = _run_as(OTHER_UID, script)["result"]
+    assert limit >= 70 + 64
+    assert (returncode, stdout) == (0, "42\n"), stderr
+
+
+def test_a_weaker_sandbox_is_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real_probe = _sandbox._probe
+
+    def probe(setup: Any) -> str | None:
+        return "refused for the test" if setup.wrapper else real_probe(setup)
+
+    monkeypatch.setattr(_sandbox, "_probe", probe)
+    with caplog.at_level(logging.WARNING, logger="ttc"):
+        setup = _sandbox._make_setup()
+    assert setup.namespaces == ()
+    warnings = [r.getMessage() for r in caplog.records if r.name == "ttc"]
+    assert len(warnings) == 1, warnings
+    assert "no namespaces" in warnings[0]
+    assert "refused for the test" in warnings[0]
+
+
+def test_deep_trees_are_removed() -> None:
+    # Not in tmp_path: should this fail, pytest's own clean-up would trip over the tree.
+    top = Path(tempfile.mkdtemp(prefix="ttc-test-deep-"))
+    try:
+        fd = os.open(top, os.O_RDONLY)
+        for _ in range(sys.getrecursionlimit() + 500):  # beyond shutil.rmtree's recursion
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        os.close(fd)
+        _sandbox._remove_tree(str(top))
+        assert not top.exists()
+    finally:
+        subprocess.run(["rm", "-rf", "--", str(top)], check=False)
+
+
+def test_guard_caps_the_directories_a_program_makes() -> None:
+    code = (
+        "import os\n"
+        "n = 0\n"
+        "try:\n"
+        "    while True:\n"
+        "        os.mkdir('d'); os.chdir('d'); n += 1\n"
+        "except OSError as exc:\n"
+        "    print(n, exc)\n"
+    )
+    started = time.monotonic()
+    result = run(code, timeout_s=10.0)
+    assert result.ok, result.stderr
+    assert result.stdout == f"{_sandbox._MAX_DIRS} sandbox: too many directories created\n"
+    assert time.monotonic() - started < 5.0
