@@ -22,9 +22,21 @@ is the template itself; anything else is a text file, relative to the config fil
 substitute exactly their named placeholders: other braces are literal, so `\\boxed{}` needs no
 escaping. Without templates the prompts are the paper's MATH-500 ones.
 
+Verifiers: `exact` compares the answer with the reference as text, after stripping them and
+unwrapping `\\text{...}`, `\\textbf{...}`, `\\mathrm{...}` and the like around all of either.
+`numeric` reads both as exact numbers ("1,234.5", "3/4", "\\frac{3}{4}", "1e-3"; exponents up to
+1000 in size) and allows `tolerance`. `math` parses both with math-verify the way the MATH-500
+and Minerva suites do (ttc.adapters._math): e-notation read as such (`1.5e-3` is 0.0015, not
+1.5·e−3), and two single numbers must also agree to six significant digits. `choice` reads one
+option letter.
+
 A `module:function` verifier is called as `function(response, reference)` with the whole
-response and returns a bool or a score in [0, 1]. Data files may be gzipped (`.jsonl.gz`,
-`.csv.gz`); `read_records` and `record_text` also serve the GPQA loader.
+response and returns a bool or a score in [0, 1] (a Python or numpy bool, an int, float, Fraction
+or Decimal). The module is imported as Python imports any other; for a config file, its folder
+is appended to `sys.path` first (once, at the end, so it never hides an installed module), so a
+`my_checks.py` next to the config needs no PYTHONPATH; verifier processes inherit `sys.path`.
+Data files may be gzipped (`.jsonl.gz`, `.csv.gz`); `read_records` and `record_text` also serve
+the GPQA loader.
 """
 
 from __future__ import annotations
@@ -39,15 +51,18 @@ import math
 import numbers
 import random
 import re
+import sys
 import threading
 import tomllib
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import IO, Any
 
+from ttc.adapters._math import _normalise, _numbers_agree
 from ttc.adapters._reasoning_gym import extract_last_boxed
 from ttc.engine._errors import ConfigError, DataError
 from ttc.engine._types import Demo, Item, Verdict
@@ -77,10 +92,12 @@ _EXAMPLE = "Example {n}\nProblem:\n{question}\n\nSolution:\n{response}"
 _PLACEHOLDER = re.compile(r"\{(question|examples|response|n)\}")
 _CALLABLE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 _NAME = re.compile(r"[A-Za-z0-9][\w.-]*")
-_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE]([+-]?\d+))?")
+# Fraction("1e-10000000") builds a ten-million-digit integer: larger exponents are not numbers.
+_MAX_EXPONENT = 1000
 _THOUSANDS = re.compile(r"([+-]?\d{1,3}(?:,\d{3})+)(\.\d+)?")
 _FRAC = re.compile(r"([+-]?)\\[dt]?frac\{([^{}]+)\}\{([^{}]+)\}")
-_WRAPPER = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mathit)\s*\{(.*)\}", re.S)
+_WRAPPER = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mathit)\s*\{")
 _LETTER = re.compile(r"\(?\s*([A-Za-z])\s*\)?\.?")
 _LEADS = ("The final answer is", "Therefore, the answer is", "So the answer is")
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -198,7 +215,58 @@ def parse_number(text: str) -> Fraction | None:
         return None if num is None or den is None or den == 0 else num / den
     if (grouped := _THOUSANDS.fullmatch(s)) is not None:
         s = grouped.group(1).replace(",", "") + (grouped.group(2) or "")
-    return Fraction(s) if _DECIMAL.fullmatch(s) else None
+    decimal = _DECIMAL.fullmatch(s)
+    if decimal is None:
+        return None
+    exponent = decimal.group(1)
+    # Checked by length first: int() of a long digit string is slow, or refused (over 4300).
+    if exponent is not None and (len(exponent) > 6 or abs(int(exponent)) > _MAX_EXPONENT):
+        return None
+    try:
+        return Fraction(s)
+    except ValueError:  # more digits than int() converts (sys.get_int_max_str_digits)
+        return None
+
+
+def _unwrap(text: str) -> str:
+    """`text` stripped, without `\\text{...}`-style wrappers around all of it."""
+    s = text.strip()
+    start, end = 0, len(s)  # the text left is s[start:end]
+    closing: dict[int, int] | None = None
+    while (head := _WRAPPER.match(s, start, end)) is not None:
+        if closing is None:  # one pass over the text, however deep the wrappers
+            closing = _brace_pairs(s)
+        if closing.get(head.end() - 1) != end - 1:
+            break
+        start, end = head.end(), end - 1
+        while start < end and s[start].isspace():
+            start += 1
+        while end > start and s[end - 1].isspace():
+            end -= 1
+    return s[start:end]
+
+
+def _brace_pairs(text: str) -> dict[int, int]:
+    """The index of each opening brace's closing brace; escaped braces (`\\{`) do not count."""
+    pairs: dict[int, int] = {}
+    opened: list[int] = []
+    escaped = False
+    for i, char in enumerate(text):
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == "{":
+            opened.append(i)
+        elif char == "}" and opened:
+            pairs[opened.pop()] = i
+    return pairs
+
+
+def _short(text: str, limit: int = 40) -> str:
+    """`text` for a verdict's detail: at most `limit` characters, on one line."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def choice_letter(text: str, letters: str) -> str | None:
@@ -207,10 +275,7 @@ def choice_letter(text: str, letters: str) -> str | None:
     Case-insensitive; None unless the letter is one of `letters`. An option's text, two letters
     or a letter with more words are not an answer.
     """
-    s = text.strip()
-    while (wrapped := _WRAPPER.fullmatch(s)) is not None:
-        s = wrapped.group(1).strip()
-    match = _LETTER.fullmatch(s)
+    match = _LETTER.fullmatch(_unwrap(text))
     if match is None:
         return None
     letter = match.group(1).upper()
@@ -218,12 +283,25 @@ def choice_letter(text: str, letters: str) -> str | None:
 
 
 def _as_score(value: object) -> float | None:
-    """A verifier's result as a score: True/False, or a real number in [0, 1]; else None."""
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, numbers.Real) and 0.0 <= float(value) <= 1.0:
-        return float(value)
+    """A verifier's result as a score: True/False, or a real number in [0, 1]; else None.
+
+    numpy's bool (what `np.isclose` returns) is not a `numbers.Number`, and Decimal is not a
+    `numbers.Real`: both are accepted by name, so numpy is never imported here.
+    """
+    kind = type(value)
+    if isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in _NUMPY_BOOLS):
+        return 1.0 if value else 0.0
+    if isinstance(value, numbers.Real | Decimal):
+        try:
+            score = float(value)
+        except (TypeError, ValueError, OverflowError):
+            return None
+        if 0.0 <= score <= 1.0:  # False for NaN
+            return score
     return None
+
+
+_NUMPY_BOOLS = ("bool", "bool_")  # numpy 2 and numpy 1 spell it differently
 
 
 def _math_timeout() -> int | None:
@@ -255,6 +333,9 @@ class GenericConfig:
     adaptive_template: str | None = None
     example_template: str | None = None
     example_separator: str = "\n\n"
+    config_dir: str | None = None
+    """The config file's folder (set by `from_file`, not a key of the file): a `module:function`
+    verifier is imported with it on sys.path."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -307,7 +388,7 @@ class GenericConfig:
             raise ConfigError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a table of keys at the top level")
-        known = {f.name: f for f in dataclasses.fields(cls)}
+        known = {f.name: f for f in dataclasses.fields(cls) if f.name != "config_dir"}
         for key in data:
             if key not in known:
                 raise ConfigError(
@@ -322,7 +403,7 @@ class GenericConfig:
             if isinstance(value, str) and placeholder not in value:
                 values[key] = str((path.parent / value).resolve())
         try:
-            return cls(**values)
+            return cls(**values, config_dir=str(path.parent.resolve()))
         except ConfigError as exc:
             raise ConfigError(f"{path}: key {exc}") from None
 
@@ -361,7 +442,14 @@ def _fill(template: str, values: Mapping[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 
-def _import_callable(spec: str) -> Callable[[str, str], object]:
+def _import_callable(spec: str, folder: str | None = None) -> Callable[[str, str], object]:
+    """The callable `module:attr`, the module imported with `folder` (if any) on sys.path.
+
+    `folder` goes at the end of sys.path, once: the `ttc` console script does not put the
+    current directory on sys.path, and a verifier next to its config must import all the same.
+    """
+    if folder is not None and folder not in sys.path:
+        sys.path.append(folder)
     module_name, _, attr = spec.partition(":")
     try:
         target: Any = importlib.import_module(module_name)
@@ -425,7 +513,7 @@ class GenericSuite:
     def prepare(self) -> None:
         """Import a `module:function` verifier (verifier workers call this at start-up)."""
         if self._is_callable and self._fn is None:
-            self._fn = _import_callable(self.config.verifier)
+            self._fn = _import_callable(self.config.verifier, self.config.config_dir)
 
     def _load(self) -> list[Item]:
         cfg = self.config
@@ -503,10 +591,12 @@ class GenericSuite:
             return self._judge_numeric(item, answer)
         if kind == "math":
             return self._judge_math(item, answer)
-        a, b = answer, item.reference
+        a, b = _unwrap(answer), _unwrap(item.reference)
         if self.config.casefold:
             a, b = a.casefold(), b.casefold()
-        return Verdict(float(a == b), answer)
+        if a == b:
+            return Verdict(1.0, answer)
+        return Verdict(0.0, answer, f"expected {_short(item.reference)}, got {_short(answer)}")
 
     def _judge_numeric(self, item: Item, answer: str) -> Verdict:
         value, reference = parse_number(answer), parse_number(item.reference)
@@ -517,7 +607,9 @@ class GenericSuite:
         allowed = Fraction(str(self.config.tolerance))  # 0.3 means 3/10, not the float
         if self.config.tolerance_mode == "relative":
             allowed *= abs(reference)
-        return Verdict(float(abs(value - reference) <= allowed), answer)
+        if abs(value - reference) <= allowed:
+            return Verdict(1.0, answer)
+        return Verdict(0.0, answer, f"expected {_short(item.reference)}, got {_short(answer)}")
 
     def _judge_math(self, item: Item, answer: str) -> Verdict:
         from math_verify import parse, verify
@@ -525,19 +617,23 @@ class GenericSuite:
         timeout = _math_timeout()
         gold = self._gold.get(item.reference)
         if gold is None:
-            gold = self._gold[item.reference] = parse(
-                f"${item.reference}$", parsing_timeout=timeout
-            )
-        if not gold:
-            return Verdict(0.0, answer, "math-verify cannot parse the reference")
+            # e-notation and Python spellings rewritten as the MATH-500 suite does.
+            gold = parse(f"${_normalise(item.reference)}$", parsing_timeout=timeout)
+            if not gold:  # a timeout gives []: try again next time rather than cache it
+                return Verdict(0.0, answer, "math-verify cannot parse the reference")
+            self._gold[item.reference] = gold
         whole = self.config.extract == "full"
         # A boxed or last-line answer is bare math; a full response is text to search.
         pred = parse(answer, parsing_timeout=timeout) if whole else []
         if not pred:
-            pred = parse(f"${answer}$", parsing_timeout=timeout)
+            pred = parse(f"${_normalise(answer)}$", parsing_timeout=timeout)
         if not pred:
             return Verdict(0.0, answer, "math-verify cannot parse the answer")
-        return Verdict(float(bool(verify(gold, pred, timeout_seconds=timeout))), answer)
+        if not verify(gold, pred, timeout_seconds=timeout):
+            return Verdict(0.0, answer, "not equivalent to the reference")
+        if not _numbers_agree(gold, pred):
+            return Verdict(0.0, answer, "not the reference to six significant digits")
+        return Verdict(1.0, answer)
 
     def _judge_callable(self, item: Item, response: str, answer: str | None) -> Verdict:
         if self._fn is None:

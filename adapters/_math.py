@@ -25,10 +25,10 @@ below 1e-2 in size). So when both sides parse as a single real number (digits, a
 also agree with the reference to six significant digits: a relative difference of at most 5e-6
 (`_REL_TOL`), the scale-free counterpart of math-verify's six decimal places. An answer must pass
 both checks, so no answer math-verify rejects is accepted, and against references of size 0.2 or
-more the scores are math-verify's own. The precision the reference is given to is no tolerance: math-verify grants
-none at ordinary magnitudes either (`1.62` is wrong for Minerva's `1.6`), and a one-digit
-reference such as `1e-8` would then take `1.4e-8`. The references math-verify misreads are listed
-in tests/test_math_suites.py.
+more the scores are math-verify's own. The precision the reference is given to is no tolerance:
+math-verify grants none at ordinary magnitudes either (`1.62` is wrong for Minerva's `1.6`), and
+a one-digit reference such as `1e-8` would then take `1.4e-8`. The references math-verify
+misreads are listed in tests/test_math_suites.py.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def _real_number(expr: object) -> Any:
     `x = <number>` counts as the number, as math-verify compares it. Anything with a symbol, a
     function, a percentage (an UnevaluatedExpr) or several values is not a number.
     """
-    import sympy
+    import sympy  # type: ignore[import-untyped]  # no stubs, and not in pyproject's overrides
 
     while True:
         if isinstance(expr, sympy.Eq):
@@ -119,11 +119,10 @@ def _real_number(expr: object) -> Any:
 
 
 def _is_arithmetic(expr: Any) -> bool:
-    import sympy
-
-    if isinstance(expr, sympy.Number):
+    """Whether a sympy expression is numbers and +, ·, ^ only (sympy's own type flags)."""
+    if expr.is_Number:
         return True
-    if isinstance(expr, sympy.Add | sympy.Mul | sympy.Pow):
+    if expr.is_Add or expr.is_Mul or expr.is_Pow:
         return all(_is_arithmetic(arg) for arg in expr.args)
     return False
 

@@ -3,26 +3,34 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import json
 import multiprocessing
 import pickle
-from collections.abc import Callable, Sequence
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import math_verify
+import numpy as np
 import pytest
 
 from ttc.adapters import _templates
 from ttc.adapters._generic import (
     GenericConfig,
     GenericSuite,
+    _as_score,
     choice_letter,
     parse_number,
 )
 from ttc.engine._errors import ConfigError, DataError
+from ttc.engine._rescore import rescore
 from ttc.engine._types import Demo, Item, Suite
 
 CHECKS = """
@@ -37,6 +45,10 @@ def broken(response, reference):
 
 def chatty(response, reference):
     return "yes"
+
+def close(response, reference):
+    import numpy
+    return numpy.isclose(float(response.split("{")[-1].rstrip("}")), float(reference))
 
 class Checks:
     @staticmethod
@@ -109,6 +121,38 @@ def test_exact_verifier_strips_and_optionally_casefolds(tmp_path: Path) -> None:
     assert scores(folded, item, ["\\boxed{PARIS}", "\\boxed{Lyon}"]) == [1.0, 0.0]
 
 
+def test_exact_verifier_unwraps_text_wrappers(tmp_path: Path) -> None:
+    suite = suite_of(tmp_path, ["Paris", "\\text{Rome}"])
+    paris, rome = suite.items()
+    good = [
+        "\\boxed{\\text{Paris}}",
+        "\\boxed{\\textbf{Paris}}",
+        "\\boxed{\\mathrm{ Paris }}",
+        "\\boxed{\\mathbf{\\text{Paris}}}",
+    ]
+    assert scores(suite, paris, good) == [1.0] * 4
+    bad = ["\\boxed{\\text{Paris} \\text{x}}", "\\boxed{\\text{Pa}ris}", "\\boxed{\\text{Lyon}}"]
+    assert scores(suite, paris, bad) == [0.0] * 3
+    assert scores(suite, rome, ["\\boxed{Rome}", "\\boxed{\\text{Rome}}"]) == [1.0, 1.0]
+    last_line = suite_of(tmp_path, ["Paris"], extract="last_line")
+    assert last_line.judge(paris, "So:\n\\text{Paris}").score == 1.0
+
+
+def test_rejections_say_why_briefly(tmp_path: Path) -> None:
+    exact = suite_of(tmp_path, ["12"])
+    item = exact.items()[0]
+    assert exact.judge(item, "\\boxed{12}").detail == ""
+    assert exact.judge(item, "\\boxed{13}").detail == "expected 12, got 13"
+    huge = exact.judge(item, "\\boxed{" + "x" * 100_000 + "}").detail
+    assert huge.startswith("expected 12, got xxx")
+    assert len(huge) < 80
+    numeric = suite_of(tmp_path, ["12"], "numeric")
+    assert numeric.judge(item, "\\boxed{13}").detail == "expected 12, got 13"
+    assert numeric.judge(item, "\\boxed{12.0}").detail == ""
+    math = suite_of(tmp_path, ["12"], "math")
+    assert math.judge(item, "\\boxed{13}").detail == "not equivalent to the reference"
+
+
 @pytest.mark.parametrize(
     ("extract", "right", "wrong"),
     [
@@ -149,10 +193,25 @@ def test_extraction_modes(tmp_path: Path, extract: str, right: str, wrong: str) 
         ("seven", None),
         ("", None),
         ("1 2", None),
+        ("1e1000", Fraction(10**1000)),
+        ("-2.5E-1000", Fraction(-25, 10**1001)),
+        ("1e1001", None),
+        ("1e-10000000", None),
+        ("1" * 5000, None),  # more digits than int() converts
     ],
 )
 def test_parse_number(text: str, value: Fraction | None) -> None:
     assert parse_number(text) == value
+
+
+def test_huge_exponents_are_refused_quickly(tmp_path: Path) -> None:
+    start = time.perf_counter()
+    for text in ("1e-10000000", "-3e+99999999999", "5/1e-10000000", "\\frac{1}{1e9999999}"):
+        assert parse_number(text) is None, text
+    suite = suite_of(tmp_path, ["1e-3"], "numeric")
+    verdict = suite.judge(suite.items()[0], "\\boxed{1e-10000000}")
+    assert (verdict.score, verdict.detail) == (0.0, "not a number")
+    assert time.perf_counter() - start < 1.0
 
 
 def test_numeric_verifier_relative_and_absolute_tolerance(tmp_path: Path) -> None:
@@ -213,6 +272,37 @@ def test_math_verifier_compares_mathematically(tmp_path: Path) -> None:
     ]
 
 
+def test_math_verifier_reads_e_notation_and_small_numbers(tmp_path: Path) -> None:
+    suite = suite_of(tmp_path, ["1.5e-3", "3.89e-10", "4.5e33"], "math")
+    milli, tiny, big = suite.items()
+    milli_answers = ["0.0015", "1.5 \\times 10^{-3}", "1.5e-3", "1.077", "0.0016"]
+    assert scores(suite, milli, [f"\\boxed{{{a}}}" for a in milli_answers]) == [
+        1.0,
+        1.0,
+        1.0,
+        0.0,  # 1.5·e−3, as the reference would read without the rewrite
+        0.0,
+    ]
+    tiny_answers = ["0.000000000389", "0.0000004", "0.000000000001", "3.89 \\cdot 10^{-10}"]
+    assert scores(suite, tiny, [f"\\boxed{{{a}}}" for a in tiny_answers]) == [1.0, 0.0, 0.0, 1.0]
+    verdict = suite.judge(tiny, "\\boxed{0.0000004}")
+    assert verdict.detail == "not the reference to six significant digits"
+    assert scores(suite, big, ["\\boxed{4.5 \\times 10^{33}}", "\\boxed{4.6e33}"]) == [1.0, 0.0]
+
+
+def test_a_reference_math_verify_cannot_parse_is_tried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite = suite_of(tmp_path, ["\\frac{1}{2}"], "math")
+    item = suite.items()[0]
+    real = math_verify.parse
+    monkeypatch.setattr(math_verify, "parse", lambda *args, **kwargs: [])  # as after a timeout
+    verdict = suite.judge(item, "\\boxed{0.5}")
+    assert (verdict.score, verdict.detail) == (0.0, "math-verify cannot parse the reference")
+    monkeypatch.setattr(math_verify, "parse", real)
+    assert suite.judge(item, "\\boxed{0.5}").score == 1.0
+
+
 def test_choice_verifier_reads_one_letter(tmp_path: Path) -> None:
     suite = suite_of(tmp_path, ["b", "(E)"], "choice")
     b, e = suite.items()
@@ -270,6 +360,80 @@ def test_callable_verifier(tmp_path: Path, checks: str) -> None:
 def test_callable_verifier_errors_name_the_key(tmp_path: Path, checks: str, spec: str) -> None:
     with pytest.raises(ConfigError, match=r"^verifier: "):
         suite_of(tmp_path, ["x"], spec)
+
+
+@pytest.mark.parametrize(
+    ("value", "score"),
+    [
+        (True, 1.0),
+        (False, 0.0),
+        (np.True_, 1.0),
+        (np.False_, 0.0),
+        (np.float64(0.25), 0.25),
+        (np.float32(0.5), 0.5),
+        (np.int64(1), 1.0),
+        (Decimal("0.5"), 0.5),
+        (Decimal("1"), 1.0),
+        (Decimal("NaN"), None),
+        (Decimal("1.5"), None),
+        (Fraction(1, 4), 0.25),
+        (1, 1.0),
+        (float("nan"), None),
+        (-0.1, None),
+        (2, None),
+        ("1", None),
+        (None, None),
+        (np.array([True]), None),
+    ],
+)
+def test_verifier_results_as_scores(value: object, score: float | None) -> None:
+    assert _as_score(value) == score
+
+
+def test_callable_verifier_returning_a_numpy_bool(tmp_path: Path, checks: str) -> None:
+    suite = suite_of(tmp_path, ["0.5"], f"{checks}:close")
+    item = suite.items()[0]
+    assert scores(suite, item, ["\\boxed{0.5}", "\\boxed{0.6}"]) == [1.0, 0.0]
+
+
+@pytest.fixture
+def isolated_sys_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        if name.startswith("beside_config"):
+            del sys.modules[name]
+
+
+def test_a_verifier_next_to_its_config_file_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_sys_path: None
+) -> None:
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    (folder / "beside_config_checks.py").write_text(
+        "def check(response, reference):\n    return reference in response\n", encoding="utf-8"
+    )
+    data = write_jsonl(folder / "data.jsonl", [{"q": "Capital of France?", "a": "Paris"}])
+    toml = 'question_field = "q"\nanswer_field = "a"\nverifier = "beside_config_checks:check"\n'
+    (folder / "suite.toml").write_text(toml, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # the current directory is not the config's, nor on sys.path
+    assert str(folder.resolve()) not in sys.path
+    cfg = GenericConfig.from_file(folder / "suite.toml")
+    assert cfg.config_dir == str(folder.resolve())
+    suite = GenericSuite(data, cfg)
+    GenericSuite(data, cfg)
+    assert sys.path.count(str(folder.resolve())) == 1  # once, and last: it hides nothing
+    assert sys.path[-1] == str(folder.resolve())
+    item = suite.items()[0]
+    assert suite.judge(item, "\\boxed{Paris}").score == 1.0
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        verdicts = list(pool.map(suite.judge, [item, item], ["Paris!", "Lyon"]))
+    assert [v.score for v in verdicts] == [1.0, 0.0]
+    (folder / "bad.toml").write_text(f'{toml}config_dir = "/elsewhere"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="unknown key 'config_dir'"):
+        GenericConfig.from_file(folder / "bad.toml")
 
 
 # --- templates ----------------------------------------------------------------------------------
@@ -362,7 +526,9 @@ def test_toml_and_json_configs_read_the_same(tmp_path: Path) -> None:
     }
     (tmp_path / "c.json").write_text(json.dumps(values), encoding="utf-8")
     assert GenericConfig.from_file(tmp_path / "c.json") == from_toml
-    assert from_toml == GenericConfig(**{k: v for k, v in values.items() if v is not None})
+    direct = GenericConfig(**{k: v for k, v in values.items() if v is not None})
+    assert direct.config_dir is None
+    assert from_toml == dataclasses.replace(direct, config_dir=str(tmp_path.resolve()))
 
 
 @pytest.mark.parametrize(
@@ -550,3 +716,47 @@ def test_judge_in_a_spawned_worker(tmp_path: Path, checks: str) -> None:
     with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
         verdicts = list(pool.map(suite.judge, items, responses))
     assert [v.score for v in verdicts] == [1.0, 0.0, 1.0]
+
+
+SLOW_CHECKS = """
+import os, time
+
+def slow(response, reference):
+    start = time.monotonic()
+    time.sleep(0.3)
+    with open(os.environ["TTC_TEST_CALLS"], "a") as f:
+        f.write(f"{os.getpid()} {start} {time.monotonic()}\\n")
+    return reference in response
+"""
+
+
+async def test_ttc_verify_keeps_every_worker_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "lib"
+    folder.mkdir()
+    (folder / "slow_checks.py").write_text(SLOW_CHECKS, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(folder))
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setenv("TTC_TEST_CALLS", str(calls))  # spawned workers inherit the environment
+    suite = suite_of(tmp_path, ["a", "b", "c", "d"], "slow_checks:slow")
+    order = [("4", "d"), ("2", "x"), ("3", "c"), ("1", "a")]
+    responses = write_jsonl(tmp_path / "r.jsonl", [{"id": i, "response": r} for i, r in order])
+    out = tmp_path / "r.verdicts.jsonl"
+    summary = await rescore(suite, responses, out, workers=2)
+    assert (summary.judged, summary.passed) == (4, 3)
+    verdicts = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [(v["line"], v["id"], v["passed"]) for v in verdicts] == [
+        (1, "4", True),
+        (2, "2", False),
+        (3, "3", True),
+        (4, "1", True),
+    ]
+    spans: dict[int, list[tuple[float, float]]] = {}
+    for line in calls.read_text(encoding="utf-8").splitlines():
+        pid, start, end = line.split()
+        spans.setdefault(int(pid), []).append((float(start), float(end)))
+    assert len(spans) == 2, spans  # both workers judged ...
+    first, second = spans.values()
+    # ... at the same time
+    assert any(a < d and c < b for a, b in first for c, d in second), spans
