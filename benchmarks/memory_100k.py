@@ -11,10 +11,16 @@ by the machinery alone. Prints one JSON line.
     python benchmarks/memory_100k.py [--questions 100000] [--rounds 4]
 
 Peak RSS is `getrusage(RUSAGE_SELF).ru_maxrss` of this process over the whole benchmark,
-question generation included; `peak_rss_children_mb` is `RUSAGE_CHILDREN` after the verifier
-pool has shut down, which on Linux is the peak of the largest single reaped child (one verifier
-process), not a sum. `rss_mb` samples the current RSS (from /proc) at each phase boundary.
-Simulated: it measures the machinery, never the method.
+question generation included. `peak_rss_children_mb` is `RUSAGE_CHILDREN` after the verifier
+pool has shut down: on Linux that is the largest single reaped child, and a child started by
+fork + exec (as `spawn` does) keeps the high-water mark of the parent's pages it had at the fork,
+so it reads about this process's RSS when the pool started, not what a verifier used. The
+verifiers' own peaks are `verifier_hwm_mb` (VmHWM from /proc, read just before the pool shuts
+down). `peak_rss_mb_by_phase` is this process's RSS sampled every 0.1 s and split by phase
+(`round_t` runs from the end of round t-1 to the end of round t, so it holds round t's
+retrieval planning; `finish` is results.jsonl and summary.json); a short spike between two
+samples can be missed there, never in `peak_rss_mb`. Simulated: it measures the machinery,
+never the method.
 """
 
 from __future__ import annotations
@@ -52,6 +58,81 @@ def current_rss_mb() -> float:
     """This process's resident set size now, from /proc/self/statm."""
     with open("/proc/self/statm") as fh:
         return round(int(fh.read().split()[1]) * PAGE_MB, 1)
+
+
+def children_hwm_mb() -> dict[str, float]:
+    """VmHWM (peak RSS) of each live child process, keyed by pid and role."""
+    pids: list[str] = []
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            pids += (task / "children").read_text().split()
+        except OSError:
+            continue
+    out: dict[str, float] = {}
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue  # exited meanwhile
+        role = "resource_tracker" if "resource_tracker" in cmdline else "verifier"
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                out[f"{role}:{pid}"] = round(int(line.split()[1]) / 1024, 1)
+    return out
+
+
+class PhaseSampler:
+    """Samples this process's RSS in a thread and keeps the peak of each phase.
+
+    Phases move on with the engine's own log lines: the round summary it logs at each round's end.
+    """
+
+    def __init__(self, every_s: float = 0.1) -> None:
+        self.every_s = every_s
+        self.phase = "generation"
+        self.peaks: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="rss-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.sample()
+        self._stop.set()
+        self._thread.join()
+
+    def enter(self, phase: str) -> None:
+        self.sample()
+        self.phase = phase
+        self.sample()
+
+    def sample(self) -> None:
+        rss = current_rss_mb()
+        phase = self.phase
+        if rss > self.peaks.get(phase, 0.0):
+            self.peaks[phase] = rss
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.sample()
+
+
+class RoundEnds(logging.Handler):
+    """Moves the sampler to the next phase when the engine logs a round's summary line."""
+
+    def __init__(self, sampler: PhaseSampler, rounds: int) -> None:
+        super().__init__(logging.INFO)
+        self.sampler = sampler
+        self.rounds = rounds
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not (isinstance(record.msg, str) and record.msg.startswith("round %d/%d:")):
+            return
+        first = record.args[0] if isinstance(record.args, tuple) and record.args else 0
+        done = first if isinstance(first, int) else 0
+        self.sampler.enter(f"round_{done + 1}" if done < self.rounds else "finish")
 
 
 class TimedEmbedder:
@@ -92,6 +173,8 @@ async def run(
     out: Path,
     embedder: TimedEmbedder,
     rss: dict[str, float],
+    children: dict[str, float],
+    sampler: PhaseSampler,
 ) -> tuple[RunResult, float]:
     config = RunConfig(method="adpt", rounds=rounds, k=1, verifier_workers=2)
     provider = SimProvider(suite, items, SimConfig(seed=1, latency_s=0.0))
@@ -102,8 +185,11 @@ async def run(
         await engine.verifiers.ready()
         startup = time.perf_counter() - warm
         rss["verifiers_ready"] = current_rss_mb()
+        sampler.enter("round_1")  # set-up, embedding (a thread) and the warm-up round
         result = await engine.run(items)
+        sampler.enter("pool_shutdown")
         rss["run_end"] = current_rss_mb()
+        children.update(children_hwm_mb())
     return result, startup
 
 
@@ -124,20 +210,29 @@ def main() -> None:
         logging.getLogger("ttc").addHandler(handler)
         logging.getLogger("ttc").setLevel(logging.INFO)
 
+    sampler = PhaseSampler()
+    logging.getLogger("ttc").addHandler(RoundEnds(sampler, args.rounds))
+    logging.getLogger("ttc").setLevel(logging.INFO)
+    load_start = os.getloadavg()[0]
     rss: dict[str, float] = {"start": current_rss_mb()}
+    sampler.start()
     bench_started = time.perf_counter()
     suite, items = generate(args.questions)
     generation_s = time.perf_counter() - bench_started
     rss["generated"] = current_rss_mb()
     embedder = TimedEmbedder()
+    children: dict[str, float] = {}
 
     with tempfile.TemporaryDirectory(prefix="ttc-memory-") as tmp:
         out = args.keep if args.keep is not None else Path(tmp) / "run"
-        result, startup = asyncio.run(run(suite, items, args.rounds, out, embedder, rss))
+        result, startup = asyncio.run(
+            run(suite, items, args.rounds, out, embedder, rss, children, sampler)
+        )
         journal = out / "journal.jsonl"
         journal_mb = journal.stat().st_size / 2**20 if journal.exists() else 0.0
         run_dir_mb = sum(p.stat().st_size for p in out.iterdir() if p.is_file()) / 2**20
     wall = time.perf_counter() - bench_started
+    sampler.stop()
 
     phase_s: dict[str, Any] = {
         "generation": round(generation_s, 3),
@@ -164,12 +259,15 @@ def main() -> None:
         "requests_per_s": round(requests / result.wall_s, 1) if result.wall_s else None,
         "peak_rss_mb": maxrss_mb(resource.RUSAGE_SELF),
         "peak_rss_children_mb": maxrss_mb(resource.RUSAGE_CHILDREN),
+        "verifier_hwm_mb": children,
+        "peak_rss_mb_by_phase": sampler.peaks,
         "rss_mb": rss,
         "coverage": round(result.coverage, 4),
         "output_tokens": result.usage.output_tokens,
         "journal_mb": round(journal_mb, 1),
         "run_dir_mb": round(run_dir_mb, 1),
         "phase_s": phase_s,
+        "loadavg_1m": {"start": round(load_start, 2), "end": round(os.getloadavg()[0], 2)},
         "aims": {"peak_rss_mb": 1024, "wall_s": 600},
     }
     sys.stdout.write(orjson.dumps(line).decode() + "\n")

@@ -100,8 +100,10 @@ class Progress:
         eta = f"{remaining / (rate / 60):.0f}s" if rate > 0 and remaining > 0 else "-"
         cost = self._cost(usage)
         cost_text = f"${cost:.4f}" if cost is not None else "$?"
+        # Before its samples are planned, a round is choosing demonstrations.
+        done = f"{stats.samples}/{planned}" if planned else "planning"
         return (
-            f"round {stats.round}/{self._rounds} {stats.samples}/{planned} | solved {solved}/"
+            f"round {stats.round}/{self._rounds} {done} | solved {solved}/"
             f"{state.n} ({100 * solved / state.n:.1f}%) | tokens in {usage.input_tokens:,} out "
             f"{usage.output_tokens:,} think {usage.thinking_tokens:,} | {cost_text} | "
             f"{rate:.0f} req/min | 429s {limited} retries {retries} | ETA {eta}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +25,36 @@ from ttc.engine._types import Usage
 _JSON = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a reader sees the old file or the new, never half."""
+def write_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
+    """Replace `path` with `data` (bytes, or chunks written one by one, so that a large file
+    is never held in memory whole); a reader sees the old file or the new, never half."""
     tmp = path.with_name(f".{path.name}.tmp")
     with tmp.open("wb") as fh:
-        fh.write(data)
+        if isinstance(data, bytes):
+            fh.write(data)
+        else:
+            for chunk in data:
+                fh.write(chunk)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def _result_lines(state: RunState) -> Iterator[bytes]:
+    for item, rec in zip(state.items, state.records, strict=True):
+        fp = rec.first_pass
+        record = {
+            "id": item.id,
+            "solved": fp is not None,
+            "response": None if fp is None else fp[2],
+            "solved_round": None if fp is None else fp[0],
+            "samples": rec.samples,
+            "errors": rec.errors,
+            "input_tokens": rec.usage.input_tokens,
+            "output_tokens": rec.usage.output_tokens,
+            "thinking_tokens": rec.usage.thinking_tokens,
+        }
+        yield orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
 
 
 class RunDir:
@@ -88,25 +110,7 @@ class RunDir:
         cost: Callable[[Usage], float | None] = lambda usage: None,
     ) -> None:
         """results.jsonl (one line per question) and summary.json (per-round totals)."""
-        lines = []
-        for item, rec in zip(state.items, state.records, strict=True):
-            fp = rec.first_pass
-            lines.append(
-                orjson.dumps(
-                    {
-                        "id": item.id,
-                        "solved": fp is not None,
-                        "response": None if fp is None else fp[2],
-                        "solved_round": None if fp is None else fp[0],
-                        "samples": rec.samples,
-                        "errors": rec.errors,
-                        "input_tokens": rec.usage.input_tokens,
-                        "output_tokens": rec.usage.output_tokens,
-                        "thinking_tokens": rec.usage.thinking_tokens,
-                    }
-                )
-            )
-        write_atomic(self.results_path, b"\n".join(lines) + b"\n")
+        write_atomic(self.results_path, _result_lines(state))
         total = state.total_usage()
         solved = state.solved_count()
         summary = {

@@ -23,7 +23,6 @@ class QuestionRecord:
     usage: Usage = field(default_factory=Usage)
     # ỹ(x): the first passing response in (round, k) order, whatever order the samples landed in.
     first_pass: tuple[int, int, str] | None = None
-    last_response: str | None = None
 
     @property
     def solved(self) -> bool:
@@ -98,7 +97,6 @@ class RunState:
         if text is None:
             rec.errors += 1
             return False
-        rec.last_response = text
         if not passed:
             return False
         was_solved = rec.first_pass is not None
