@@ -32,7 +32,9 @@ class LexicalEmbedder:
 
     name = "lexical"
 
-    def __init__(self, dim: int = 512, batch_size: int = 256) -> None:
+    # 256 signed buckets keep collisions rare for question-length texts, and keep the run's
+    # vectors (and FAISS's copy of them) at 1 KB per question: 200 MB less at 100,000 questions.
+    def __init__(self, dim: int = 256, batch_size: int = 256) -> None:
         if dim < 1:
             raise ConfigError(f"dim: must be >= 1, got {dim}")
         if batch_size < 1:

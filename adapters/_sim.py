@@ -155,9 +155,8 @@ class SimProvider:
         digest = hashlib.blake2b(repr(sorted(knobs.items())).encode(), digest_size=4).hexdigest()
         self.model = f"sim-1@{digest}"
         self._items = {item.id: item for item in items}
-        # The simulator's own notion of similarity: 256 dimensions are plenty, and at 100,000
-        # questions its vector cache is half the size of the default 512.
-        self._embedder = LexicalEmbedder(dim=256)
+        # The simulator's own notion of similarity (not the engine's embedder).
+        self._embedder = LexicalEmbedder()
         self._vectors: dict[str, FloatArray] = {}
         self._difficulty: dict[str, float] = {}
         self._normal = NormalDist(config.difficulty_mean, config.difficulty_std)
