@@ -16,7 +16,7 @@ pool has shut down: on Linux that is the largest single reaped child, and a chil
 fork + exec (as `spawn` does) keeps the high-water mark of the parent's pages it had at the fork,
 so it reads about this process's RSS when the pool started, not what a verifier used. The
 verifiers' own peaks are `verifier_hwm_mb` (VmHWM from /proc, read just before the pool shuts
-down). `peak_rss_mb_by_phase` is this process's RSS sampled every 0.1 s and split by phase
+down). `peak_rss_mb_by_phase` is this process's RSS sampled every 0.02 s and split by phase
 (`round_t` runs from the end of round t-1 to the end of round t, so it holds round t's
 retrieval planning; `finish` is results.jsonl and summary.json); a short spike between two
 samples can be missed there, never in `peak_rss_mb`. Simulated: it measures the machinery,
@@ -88,7 +88,7 @@ class PhaseSampler:
     Phases move on with the engine's own log lines: the round summary it logs at each round's end.
     """
 
-    def __init__(self, every_s: float = 0.1) -> None:
+    def __init__(self, every_s: float = 0.02) -> None:
         self.every_s = every_s
         self.phase = "generation"
         self.peaks: dict[str, float] = {}
@@ -175,7 +175,14 @@ async def run(
     rss: dict[str, float],
     children: dict[str, float],
     sampler: PhaseSampler,
-) -> tuple[RunResult, float]:
+    results: list[RunResult],
+) -> float:
+    """Runs the engine; the result goes into `results`, the verifiers' start-up time is returned.
+
+    The result is not returned: on Python 3.11 `asyncio.run` builds the repr of its main task's
+    result when it restores the SIGINT handler (CPython issue #112559), and the dataclass repr of
+    a RunResult spells out every item and record, hundreds of MB at 100,000 questions.
+    """
     config = RunConfig(method="adpt", rounds=rounds, k=1, verifier_workers=2)
     provider = SimProvider(suite, items, SimConfig(seed=1, latency_s=0.0))
     async with Engine(provider, suite, config, out_dir=out, embedder=embedder) as engine:
@@ -190,7 +197,8 @@ async def run(
         sampler.enter("pool_shutdown")
         rss["run_end"] = current_rss_mb()
         children.update(children_hwm_mb())
-    return result, startup
+    results.append(result)
+    return startup
 
 
 def main() -> None:
@@ -225,9 +233,11 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="ttc-memory-") as tmp:
         out = args.keep if args.keep is not None else Path(tmp) / "run"
-        result, startup = asyncio.run(
-            run(suite, items, args.rounds, out, embedder, rss, children, sampler)
+        results: list[RunResult] = []
+        startup = asyncio.run(
+            run(suite, items, args.rounds, out, embedder, rss, children, sampler, results)
         )
+        result = results[0]
         journal = out / "journal.jsonl"
         journal_mb = journal.stat().st_size / 2**20 if journal.exists() else 0.0
         run_dir_mb = sum(p.stat().st_size for p in out.iterdir() if p.is_file()) / 2**20
