@@ -17,9 +17,10 @@ fork + exec (as `spawn` does) keeps the high-water mark of the parent's pages it
 so it reads about this process's RSS when the pool started, not what a verifier used. The
 verifiers' own peaks are `verifier_hwm_mb` (VmHWM from /proc, read just before the pool shuts
 down). `peak_rss_mb_by_phase` is this process's RSS sampled every 0.02 s and split by phase
-(`round_t` runs from the end of round t-1 to the end of round t, so it holds round t's
-retrieval planning; `finish` is results.jsonl and summary.json); a short spike between two
-samples can be missed there, never in `peak_rss_mb`. Simulated: it measures the machinery,
+(`round_t` runs from the end of round t-1 to the end of round t, so it holds the FAISS
+additions of round t-1's barrier and round t's retrieval planning; `finish` is results.jsonl
+and summary.json); a short spike between two samples can be missed there, never in
+`peak_rss_mb`. Simulated: it measures the machinery,
 never the method.
 """
 

@@ -44,9 +44,14 @@ from ttc.engine._verify import VerifierPool
 log = logging.getLogger("ttc")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class RunResult:
     """What a run produced: per-round totals, per-question records, coverage and tokens."""
+
+    def __repr__(self) -> str:
+        # Compact on purpose: asyncio.run (3.11) builds the repr of a coroutine's result, and a
+        # field-by-field repr of 100,000 records costs hundreds of megabytes.
+        return f"RunResult(n={self.n}, solved={self.solved}, rounds={len(self.rounds)})"
 
     items: list[Item]
     records: list[QuestionRecord]
