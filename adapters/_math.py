@@ -33,7 +33,6 @@ misreads are listed in tests/test_math_suites.py.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import threading
@@ -44,6 +43,7 @@ from typing import Any
 from ttc.adapters import _templates
 from ttc.adapters._reasoning_gym import extract_last_boxed
 from ttc.engine._errors import ConfigError, DataError
+from ttc.engine._records import read_jsonl
 from ttc.engine._types import Demo, Item, Verdict
 
 __all__ = ["KINDS", "MathSuite"]
@@ -136,30 +136,6 @@ def _numbers_agree(gold: Sequence[Any], answer: Sequence[Any]) -> bool:
     return bool(abs(value - reference) <= _REL_TOL * abs(reference))
 
 
-def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each non-blank line of a JSONL file."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    for lineno, line in enumerate(raw.splitlines(), start=1):
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{path}:{lineno}: not UTF-8 ({exc.reason})") from None
-        if not text.strip():
-            continue
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{lineno}: malformed JSON: {exc.msg}") from None
-        if not isinstance(record, dict):
-            raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
-        yield lineno, record
-
-
 def _field(path: Path, lineno: int, record: dict[str, Any], name: str, kind: type) -> Any:
     """The field `name` of a record, checked to be of `kind` (and not bool for int)."""
     if name not in record:
@@ -176,7 +152,7 @@ def _load(kind: str, path: Path) -> list[Item]:
     """The items of a MATH-500 or Minerva file; any bad line is a DataError naming it."""
     items: list[Item] = []
     seen: dict[str, int] = {}
-    for lineno, record in _lines(path):
+    for lineno, record in read_jsonl(path):
         values = {
             name: _field(path, lineno, record, name, typ) for name, typ in _FIELDS[kind].items()
         }

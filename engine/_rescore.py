@@ -18,6 +18,7 @@ from pathlib import Path
 import orjson
 
 from ttc.engine._errors import DataError
+from ttc.engine._records import read_jsonl
 from ttc.engine._rundir import write_atomic
 from ttc.engine._types import Item, Suite, Verdict
 from ttc.engine._verify import VerifierPool
@@ -37,29 +38,18 @@ class RescoreSummary:
 
 def read_responses(path: Path, items: dict[str, Item]) -> list[tuple[int, Item, str]]:
     """(line number, item, response) per line; DataError naming file, line and field otherwise."""
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
     rows: list[tuple[int, Item, str]] = []
-    with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                record = orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                raise DataError(f"{path}:{lineno}: malformed JSON ({exc})") from exc
-            if not isinstance(record, dict):
-                raise DataError(f"{path}:{lineno}: expected a JSON object")
-            item_id = record.get("id")
-            if not isinstance(item_id, str | int) or isinstance(item_id, bool):
-                raise DataError(f"{path}:{lineno}: field 'id' is missing or not a string")
-            text = record.get("response", record.get("text"))
-            if not isinstance(text, str):
-                raise DataError(f"{path}:{lineno}: field 'response' is missing or not a string")
-            item = items.get(str(item_id))
-            if item is None:
-                raise DataError(f"{path}:{lineno}: field 'id': {item_id!r} is not in the suite")
-            rows.append((lineno, item, text))
+    for lineno, record in read_jsonl(path):
+        item_id = record.get("id")
+        if not isinstance(item_id, str | int) or isinstance(item_id, bool):
+            raise DataError(f"{path}:{lineno}: field 'id' is missing or not a string")
+        text = record.get("response", record.get("text"))
+        if not isinstance(text, str):
+            raise DataError(f"{path}:{lineno}: field 'response' is missing or not a string")
+        item = items.get(str(item_id))
+        if item is None:
+            raise DataError(f"{path}:{lineno}: field 'id': {item_id!r} is not in the suite")
+        rows.append((lineno, item, text))
     return rows
 
 
