@@ -14,6 +14,11 @@ The engine owns every retry; providers never sleep or loop.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ttc.engine._types import RateInfo
+
 
 class TtcError(Exception):
     """Base of every error ttc raises on purpose."""
@@ -40,9 +45,16 @@ class RateLimited(ProviderError):
     retryable = True
     kind = "rate_limited"
 
-    def __init__(self, message: str = "rate limited", retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str = "rate limited",
+        retry_after: float | None = None,
+        rate: RateInfo | None = None,
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        # The response's rate-limit headers, when it had them (limits, remaining, resets).
+        self.rate = rate
 
 
 class Transient(ProviderError):

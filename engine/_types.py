@@ -49,6 +49,8 @@ class Sampling:
     max_output_tokens: int | None = None
     thinking_budget: int | None = None
     reasoning_effort: str | None = None
+    # OpenAI reasoning models: "low" | "medium" | "high".
+    verbosity: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,24 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True)
+class RateInfo:
+    """What a provider's response said about its rate limits; None where it said nothing.
+
+    OpenAI sends `x-ratelimit-limit-requests`, `x-ratelimit-remaining-tokens`,
+    `x-ratelimit-reset-requests` ("1s", "6m0s", "20ms") and so on; the adapter parses them into
+    numbers (resets in seconds) so the limiter can start from the server's limits and respect its
+    resets without knowing any vendor's header names.
+    """
+
+    limit_requests: int | None = None
+    limit_tokens: int | None = None
+    remaining_requests: int | None = None
+    remaining_tokens: int | None = None
+    reset_requests_s: float | None = None
+    reset_tokens_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Completion:
     """A provider's answer: one text per requested sample, and the usage of the whole call."""
 
@@ -99,6 +119,8 @@ class Completion:
     finish_reasons: tuple[str, ...] = ()
     latency_s: float = 0.0
     model: str = ""
+    # The rate-limit headers of the response, when the provider sends them.
+    rate: RateInfo | None = None
 
 
 @dataclass(frozen=True, slots=True)
