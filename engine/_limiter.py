@@ -1,18 +1,37 @@
-"""Per-provider limits: requests per minute, tokens per minute, requests in flight, retry-after.
+"""Per-endpoint limits: requests per minute, tokens per minute, an adaptive concurrency cap, and a
+gate that honours the server's own word on when it will take requests again.
 
-`Limiter.slot()` waits, in order, for a concurrency place, the retry-after gate, one RPM unit and
-the request's TPM units. Rate units are taken last because a request holding one must be about to
-send: the leaky buckets refill with time, so a unit taken while the request still queues for a
-concurrency place (or sits behind a provider's retry-after) is spent on nothing, and the provider
-sees fewer requests per minute than it allows. A concurrency place, by contrast, is cheap to hold
-while waiting, and holding it first keeps at most `max_concurrency` tasks competing for the
-buckets. Cancelling a waiter at any stage gives back what it holds: the place is released, an
-unfinished bucket acquisition takes nothing, and claimed token debt is returned.
+`Limiter.slot()` waits, in order, for a concurrency place, the gate, one RPM unit and the
+request's TPM units, and yields a `Ticket`. Rate units are taken last because a request holding
+one must be about to send: a unit taken while the request still queues for a place is spent on
+nothing, and the provider sees fewer requests per minute than it allows. Cancelling a waiter at
+any stage gives back what it holds.
+
+Sitting at a quota without tripping it. A server counts requests in a window (a minute for
+OpenAI; shorter for `ttc serve --window`). A bucket that may burst its whole minute at once and
+then refills at the full rate puts nearly two minutes' worth into the first window, so the RPM
+bucket here holds a single request (pure pacing) at `(1 - headroom)` of the limit, and the TPM
+bucket a burst of `headroom` of a minute's tokens: any window then holds at most the limit.
+
+- RPM: aiolimiter's leaky bucket of size 1.
+- TPM: a GCRA (a virtual "bucket empty at" time) instead of aiolimiter, because a request's
+  tokens are only estimated when it starts: the estimate is charged up front and corrected
+  (either way) once the usage is known, and a request larger than the burst passes once the
+  bucket is empty instead of being refused.
+- Concurrency: AIMD. The cap grows by about one place per cap's worth of clean responses and is
+  cut by `decrease` once per rate-limit episode: refusals of requests that started before the
+  cut are the same episode and do not cut again.
+- Limits the server announces (`x-ratelimit-limit-*`, parsed into `RateInfo` by the adapter)
+  start the buckets when none were configured and lower them when they are stricter. A response
+  saying nothing is left (`remaining` 0) closes the gate until its reset time; a refused request
+  waits at least its retry-after before its own retry (the retry policy). Nothing ever sleeps
+  for everyone: in-flight requests are never held, and waits are timers on futures.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import math
 from collections.abc import AsyncIterator
@@ -20,22 +39,102 @@ from collections.abc import AsyncIterator
 from aiolimiter import AsyncLimiter
 
 from ttc.engine._errors import ConfigError
+from ttc.engine._types import RateInfo
+
+Ticket = int
+"""The sequence number of a slot: which rate-limit episode a refusal belongs to."""
 
 
 def _positive_or_none(name: str, value: float | None) -> float | None:
     # `not value > 0` also rejects NaN, which would make every bucket comparison false.
-    if value is not None and not value > 0:
+    if value is not None and not (value > 0 and math.isfinite(value)):
         raise ConfigError(f"{name} must be > 0 or unset (unlimited), got {value!r}")
     return value
 
 
-def _bucket(rate: float, period: float) -> AsyncLimiter:
-    # aiolimiter refuses any single acquisition above its bucket size (max_rate), so a bucket
-    # smaller than one unit (rpm=0.5) could never pass a request; the same rate over a longer
-    # period gives it room for one.
-    if rate >= 1:
-        return AsyncLimiter(rate, period)
-    return AsyncLimiter(1, period / rate)
+class _TokenPace:
+    """GCRA over tokens: at most `burst` tokens at once, `rate` tokens per second after that."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._empty_at = -math.inf  # when the virtual bucket drains completely
+        self._lock = asyncio.Lock()  # FIFO: requests pass in the order they asked
+
+    def _level(self, now: float) -> float:
+        return max(0.0, self._empty_at - now) * self.rate
+
+    async def take(self, amount: float) -> None:
+        async with self._lock:
+            loop = asyncio.get_running_loop()
+            while True:
+                now = loop.time()
+                level = self._level(now)
+                # An amount above the burst waits for an empty bucket; otherwise for room.
+                room_needed = max(0.0, level + min(amount, self.burst) - self.burst)
+                if room_needed <= 1e-9:
+                    break
+                await asyncio.sleep(room_needed / self.rate)
+            self._empty_at = max(self._empty_at, now) + amount / self.rate
+
+    def charge(self, amount: float) -> None:
+        """Adds (or, negative, refunds) tokens without waiting; never refunds into the past."""
+        now = asyncio.get_running_loop().time()
+        self._empty_at = max(max(self._empty_at, now) + amount / self.rate, now)
+
+
+class _AdaptiveCap:
+    """A semaphore whose size moves: additive increase, multiplicative decrease (AIMD)."""
+
+    def __init__(self, ceiling: int, adaptive: bool, decrease: float) -> None:
+        self.ceiling = ceiling
+        self.adaptive = adaptive
+        self.decrease = decrease
+        self.cap = float(ceiling)
+        self.held = 0
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    @property
+    def limit(self) -> int:
+        return max(1, math.floor(self.cap))
+
+    async def acquire(self) -> None:
+        if self.held < self.limit and not self._waiters:
+            self.held += 1
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await fut
+        except BaseException:
+            if fut.done() and not fut.cancelled():
+                # Woken and handed a place, then cancelled before using it: pass it on.
+                self.held -= 1
+                self._wake()
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(fut)
+            raise
+
+    def release(self) -> None:
+        self.held -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self.held < self.limit:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                self.held += 1
+                fut.set_result(None)
+
+    def grow(self) -> None:
+        if self.adaptive and self.cap < self.ceiling:
+            self.cap = min(float(self.ceiling), self.cap + 1.0 / self.cap)
+            self._wake()
+
+    def cut(self) -> None:
+        if self.adaptive:
+            self.cap = max(1.0, self.cap * self.decrease)
 
 
 class Limiter:
@@ -48,47 +147,78 @@ class Limiter:
         max_concurrency: int = 64,
         *,
         period: float = 60.0,
+        headroom: float = 0.03,
+        adaptive: bool = True,
+        decrease: float = 0.7,
     ) -> None:
-        self._rpm = _positive_or_none("rpm", rpm)
-        self._tpm = _positive_or_none("tpm", tpm)
+        _positive_or_none("rpm", rpm)
+        _positive_or_none("tpm", tpm)
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
             raise ConfigError(f"max_concurrency must be an integer, got {max_concurrency!r}")
         if max_concurrency <= 0:
             raise ConfigError(f"max_concurrency must be >= 1, got {max_concurrency!r}")
         if not (period > 0 and math.isfinite(period)):
             raise ConfigError(f"period must be a positive number of seconds, got {period!r}")
+        if not 0 <= headroom < 1:
+            raise ConfigError(f"headroom must be in [0, 1), got {headroom!r}")
+        if not 0 < decrease < 1:
+            raise ConfigError(f"decrease must be in (0, 1), got {decrease!r}")
+        self._period = period
+        self._headroom = headroom
         self._max_concurrency = max_concurrency
-        # Neither AsyncLimiter nor Semaphore touches the event loop until first used, so a Limiter
-        # can be built before the loop runs (in config loading, say).
-        self._rpm_bucket = _bucket(rpm, period) if rpm is not None else None
-        self._tpm_bucket = _bucket(tpm, period) if tpm is not None else None
-        self._places = asyncio.Semaphore(max_concurrency)
-        # Tokens used beyond estimates, paid by the next acquisition: aiolimiter has no
-        # non-blocking charge, and its level is private.
-        self._debt = 0.0
-        # The retry-after gate: closed while `_gate_timer` is pending; it opens when the timer
-        # fires at `_gate_until` and wakes every future in `_gate_waiters` (a dict, for FIFO order
-        # and O(1) removal of cancelled waiters).
+        # Neither aiolimiter nor the pace nor the cap touches the event loop until first used, so
+        # a Limiter can be built before the loop runs (in config loading, say).
+        self._rpm: float | None = None
+        self._tpm: float | None = None
+        self._rpm_bucket: AsyncLimiter | None = None
+        self._tpm_pace: _TokenPace | None = None
+        self._set_rpm(rpm)
+        self._set_tpm(tpm)
+        self._cap = _AdaptiveCap(max_concurrency, adaptive, decrease)
+        self._next_ticket = 0
+        self._episode_from = 0  # refusals of tickets below this belong to the last cut
+        self.cuts = 0
+        # The gate: closed while `_gate_timer` is pending; it opens when the timer fires at
+        # `_gate_until` and wakes every future in `_gate_waiters` (a dict, for FIFO order and
+        # O(1) removal of cancelled waiters).
         self._gate_until = -math.inf
         self._gate_timer: asyncio.TimerHandle | None = None
         self._gate_waiters: dict[asyncio.Future[None], None] = {}
         self._in_flight = 0
         self._max_in_flight = 0
 
+    def _set_rpm(self, rpm: float | None) -> None:
+        self._rpm = rpm
+        if rpm is not None:
+            # One request per interval: a bucket of size 1 is pure pacing.
+            interval = self._period / (rpm * (1 - self._headroom))
+            self._rpm_bucket = AsyncLimiter(1, interval)
+
+    def _set_tpm(self, tpm: float | None) -> None:
+        self._tpm = tpm
+        if tpm is not None:
+            rate = tpm * (1 - self._headroom) / self._period
+            self._tpm_pace = _TokenPace(rate, burst=max(1.0, tpm * self._headroom))
+
     @property
     def rpm(self) -> float | None:
-        """Configured requests per period; None means unlimited."""
+        """Requests per period in force (configured or announced); None means unlimited."""
         return self._rpm
 
     @property
     def tpm(self) -> float | None:
-        """Configured tokens per period; None means unlimited."""
+        """Tokens per period in force (configured or announced); None means unlimited."""
         return self._tpm
 
     @property
     def max_concurrency(self) -> int:
-        """Configured cap on slots held at once."""
+        """Configured ceiling of slots held at once."""
         return self._max_concurrency
+
+    @property
+    def concurrency_cap(self) -> int:
+        """The adaptive cap in force now (at most `max_concurrency`)."""
+        return self._cap.limit
 
     @property
     def in_flight(self) -> int:
@@ -100,31 +230,62 @@ class Limiter:
         """High-water mark of `in_flight`."""
         return self._max_in_flight
 
-    def slot(self, est_tokens: int = 0) -> contextlib.AbstractAsyncContextManager[None]:
-        """Wait for a place, the gate, one request unit and `est_tokens` (plus debt) tokens."""
+    def slot(self, est_tokens: int = 0) -> contextlib.AbstractAsyncContextManager[Ticket]:
+        """Wait for a place, the gate, one request unit and `est_tokens` tokens."""
         if est_tokens < 0:
             raise ValueError(f"est_tokens must be >= 0, got {est_tokens!r}")
         return self._slot(est_tokens)
 
     @contextlib.asynccontextmanager
-    async def _slot(self, est_tokens: int) -> AsyncIterator[None]:
-        # The semaphore releases on any exit, including cancellation during the waits below.
-        async with self._places:
+    async def _slot(self, est_tokens: int) -> AsyncIterator[Ticket]:
+        await self._cap.acquire()
+        try:
             await self._pass_gate()
             if self._rpm_bucket is not None:
                 await self._rpm_bucket.acquire(1)
-            await self._take_tokens(est_tokens)
+            if self._tpm_pace is not None and est_tokens > 0:
+                await self._tpm_pace.take(est_tokens)
+            ticket = self._next_ticket
+            self._next_ticket += 1
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
             try:
-                yield
+                yield ticket
             finally:
                 self._in_flight -= 1
+        finally:
+            self._cap.release()
 
     def reconcile(self, estimated: int, actual: int) -> None:
-        """Charge tokens used beyond the estimate to the next slot; estimates too high are kept."""
-        if self._tpm_bucket is not None and actual > estimated:
-            self._debt += actual - estimated
+        """Corrects the TPM charge of a finished request from its estimate to its real usage."""
+        if self._tpm_pace is not None and actual != estimated:
+            self._tpm_pace.charge(actual - estimated)
+
+    def succeeded(self, rate: RateInfo | None = None) -> None:
+        """A clean response: the cap grows; announced limits and exhausted quotas are heeded."""
+        self._cap.grow()
+        if rate is not None:
+            self.observe(rate)
+
+    def rate_limited(self, ticket: Ticket, rate: RateInfo | None = None) -> None:
+        """A refusal for rate: cut the cap, once per episode; heed what the response announced."""
+        if ticket >= self._episode_from:
+            self._cap.cut()
+            self.cuts += 1
+            self._episode_from = self._next_ticket
+        if rate is not None:
+            self.observe(rate)
+
+    def observe(self, rate: RateInfo) -> None:
+        """Adopts announced limits that are stricter than ours; waits out an exhausted quota."""
+        if rate.limit_requests and (self._rpm is None or rate.limit_requests < self._rpm):
+            self._set_rpm(float(rate.limit_requests))
+        if rate.limit_tokens and (self._tpm is None or rate.limit_tokens < self._tpm):
+            self._set_tpm(float(rate.limit_tokens))
+        if rate.remaining_requests == 0 and rate.reset_requests_s:
+            self.defer(rate.reset_requests_s)
+        if rate.remaining_tokens == 0 and rate.reset_tokens_s:
+            self.defer(rate.reset_tokens_s)
 
     def defer(self, seconds: float) -> None:
         """Close the gate to new slots for `seconds` from now; never moves the gate earlier."""
@@ -157,22 +318,3 @@ class Limiter:
                 await fut
             finally:
                 self._gate_waiters.pop(fut, None)
-
-    async def _take_tokens(self, est_tokens: int) -> None:
-        bucket = self._tpm_bucket
-        if bucket is None:
-            return
-        # Claim the whole debt before waiting, so two waiters never both pay it.
-        debt, self._debt = self._debt, 0.0
-        total = est_tokens + debt
-        # aiolimiter raises for amounts above its bucket size; what does not fit stays debt for
-        # the next slot rather than being forgotten.
-        amount = min(total, bucket.max_rate)
-        if amount > 0:
-            try:
-                await bucket.acquire(amount)
-            except BaseException:
-                # Cancelled: this request never sends, so it pays nothing and returns the debt.
-                self._debt += debt
-                raise
-        self._debt += total - amount

@@ -1,6 +1,6 @@
 """One round of requests: a bounded producer/consumer pipeline under an `asyncio.TaskGroup`.
 
-    jobs (lazy) ─► queue ─► request workers ─► send_with_retry ─► send_limited ─► provider.generate
+    jobs (lazy) ─► queue ─► request workers ─► send_with_retry ─► call_limited ─► provider.generate
                                                │
                                                ├─► on_landed (journaled at once: never lost)
                                                └─► landed queue ─► verify workers ─► on_judged
@@ -20,11 +20,12 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ttc.engine._errors import Fatal, ProviderError, RateLimited, Transient
 from ttc.engine._limiter import Limiter
 from ttc.engine._retry import RetryPolicy
-from ttc.engine._types import Completion, Provider, Request
+from ttc.engine._types import Completion, Provider, RateInfo, Request
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,8 @@ class Outcome:
 
 RetryHook = Callable[[Job, int, ProviderError, float], None]
 
+T = TypeVar("T")
+
 
 class Sender:
     """Sends one job through the limiter with a per-attempt timeout, retrying as the policy says."""
@@ -71,43 +74,78 @@ class Sender:
 
     async def send_with_retry(self, job: Job) -> Outcome:
         """Attempts until success, a non-retryable error, or the policy's last attempt."""
+
+        async def attempt() -> Completion:
+            completion = await self.provider.generate(job.request)
+            if len(completion.texts) != job.request.n:
+                raise Fatal(
+                    f"provider returned {len(completion.texts)} texts for n={job.request.n}"
+                )
+            return completion
+
+        def hook(attempt_no: int, error: ProviderError, delay: float) -> None:
+            self.on_retry(job, attempt_no, error, delay)
+
+        result = await self.call_with_retry(job.est_tokens, attempt, _completion_account, hook)
+        return Outcome(*result)
+
+    async def call_with_retry(
+        self,
+        est_tokens: int,
+        call: Callable[[], Awaitable[T]],
+        account: Callable[[T], tuple[int, RateInfo | None]],
+        on_retry: Callable[[int, ProviderError, float], None],
+    ) -> tuple[T | None, ProviderError | None, int]:
+        """Any provider call with the engine's limits and retries: (result, last error, attempts).
+
+        `account` tells the tokens a result used and the rate-limit headers it came with.
+        """
         attempt = 0
         while True:
             attempt += 1
             try:
-                completion = await self.send_limited(job)
-                return Outcome(completion, None, attempt)
+                return await self.call_limited(est_tokens, call, account), None, attempt
             except ProviderError as exc:
                 error = exc
-            if isinstance(error, RateLimited) and error.retry_after:
-                self.limiter.defer(error.retry_after)
             if not self.policy.should_retry(attempt, error):
-                return Outcome(None, error, attempt)
+                return None, error, attempt
+            # The retry waits at least the provider's retry-after (the policy's floor); other
+            # requests go on, paced by the limiter whose cap the refusal has cut.
             delay = self.policy.delay(attempt, error, self._rng)
-            self.on_retry(job, attempt, error, delay)
+            on_retry(attempt, error, delay)
             await asyncio.sleep(delay)
 
-    async def send_limited(self, job: Job) -> Completion:
-        """One attempt: a limiter slot, a timeout, the provider call, and a sanity check."""
-        async with self.limiter.slot(job.est_tokens):
+    async def call_limited(
+        self,
+        est_tokens: int,
+        call: Callable[[], Awaitable[T]],
+        account: Callable[[T], tuple[int, RateInfo | None]],
+    ) -> T:
+        """One attempt: a limiter slot, a timeout, the call; its outcome feeds the limiter."""
+        async with self.limiter.slot(est_tokens) as ticket:
             try:
                 async with asyncio.timeout(self.timeout_s):
-                    completion = await self.provider.generate(job.request)
+                    result = await call()
             except TimeoutError as exc:
                 raise Transient(f"attempt timed out after {self.timeout_s:g}s") from exc
+            except RateLimited as exc:
+                self.limiter.rate_limited(ticket, exc.rate)
+                raise
             except ProviderError:
                 raise
             except Exception as exc:
                 # A provider must raise from the error tree; anything else is a bug or garbage,
                 # recorded for this sample so the rest of the run goes on.
                 raise Fatal(f"provider raised {exc!r}") from exc
-        usage = completion.usage
-        self.limiter.reconcile(
-            job.est_tokens, usage.input_tokens + usage.output_tokens + usage.thinking_tokens
-        )
-        if len(completion.texts) != job.request.n:
-            raise Fatal(f"provider returned {len(completion.texts)} texts for n={job.request.n}")
-        return completion
+        tokens, rate = account(result)
+        self.limiter.reconcile(est_tokens, tokens)
+        self.limiter.succeeded(rate)
+        return result
+
+
+def _completion_account(completion: Completion) -> tuple[int, RateInfo | None]:
+    u = completion.usage
+    return u.input_tokens + u.output_tokens + u.thinking_tokens, completion.rate
 
 
 async def run_round(

@@ -11,6 +11,7 @@ import pytest
 
 from ttc.engine._errors import ConfigError
 from ttc.engine._limiter import Limiter
+from ttc.engine._types import RateInfo
 
 START = 1000.0
 
@@ -116,40 +117,49 @@ async def enters_at_once(clock: FakeClock, limiter: Limiter) -> bool:
 # --- requests per minute -----------------------------------------------------------------------
 
 
-async def test_rpm_completions_track_the_bucket_allowance(clock: FakeClock, crowd: Crowd) -> None:
-    limiter = Limiter(rpm=60, max_concurrency=1000)
+async def test_rpm_paces_requests_evenly(clock: FakeClock, crowd: Crowd) -> None:
+    limiter = Limiter(rpm=60, max_concurrency=1000, headroom=0.0)
     crowd.spawn(limiter, 200)
-    burst, rate = 60, 1.0  # bucket size, units per second
+    await sweep(clock, until=200.0, step=0.25, check=lambda t: None)
+    # One request per second from the start: no burst that a server's window would refuse.
+    assert crowd.entered == [float(k) for k in range(200)]
 
-    def check(t: float) -> None:
-        done = len(crowd.entered)
-        allowance = burst + rate * t
-        assert done <= allowance + 1e-9, f"{done} requests by t={t}, allowance {allowance}"
-        # Keeps up: at most one unit behind the continuous allowance.
-        assert done >= min(200, math.floor(allowance) - 1), f"only {done} requests by t={t}"
 
-    await sweep(clock, until=180.0, step=0.25, check=check)
-    assert len(crowd.entered) == 200
-    # Each entry time is itself within the allowance (no late bookkeeping hides a burst).
-    for k, t in enumerate(sorted(crowd.entered), start=1):
-        assert k <= burst + rate * t + 1e-9
+async def test_rpm_headroom_keeps_every_window_under_the_limit(
+    clock: FakeClock, crowd: Crowd
+) -> None:
+    # A server counting requests in a sliding window of 60 s (or 6 s: the window is unknown to
+    # the client) must never see more than the limit, while the client sits just below it.
+    limiter = Limiter(rpm=60, max_concurrency=10_000, headroom=0.03)
+    crowd.spawn(limiter, 130)
+    await sweep(clock, until=135.0, step=0.01, check=lambda t: None)
+    assert len(crowd.entered) == 130
+    times = sorted(crowd.entered)
+    for window, limit in ((60.0, 60), (6.0, 6)):
+        j = 0
+        for i, t in enumerate(times):
+            while times[j] <= t - window:
+                j += 1
+            assert i - j + 1 <= limit, f"{i - j + 1} requests in a {window} s window"
+    rate = (len(times) - 1) / (times[-1] - times[0]) * 60
+    assert 0.95 * 60 <= rate <= 0.97 * 60 + 1e-6  # 0.97 less the sweep's 0.01 s steps
 
 
 async def test_rpm_period_is_configurable(clock: FakeClock, crowd: Crowd) -> None:
-    limiter = Limiter(rpm=2, max_concurrency=10, period=1.0)
+    limiter = Limiter(rpm=2, max_concurrency=10, period=1.0, headroom=0.0)
     crowd.spawn(limiter, 5)
     await clock.settle()
-    assert len(crowd.entered) == 2
+    assert len(crowd.entered) == 1
     await clock.advance_to(0.49)
-    assert len(crowd.entered) == 2
+    assert len(crowd.entered) == 1
     await clock.advance_to(0.5)
-    assert len(crowd.entered) == 3
+    assert len(crowd.entered) == 2
     await clock.advance_to(1.0)
-    assert len(crowd.entered) == 4
+    assert len(crowd.entered) == 3
 
 
 async def test_rpm_below_one_still_passes_one_request(clock: FakeClock, crowd: Crowd) -> None:
-    limiter = Limiter(rpm=0.5)  # one request per two minutes
+    limiter = Limiter(rpm=0.5, headroom=0.0)  # one request per two minutes
     crowd.spawn(limiter, 2)
     await clock.settle()
     assert len(crowd.entered) == 1
@@ -162,88 +172,70 @@ async def test_rpm_below_one_still_passes_one_request(clock: FakeClock, crowd: C
 # --- tokens per minute -------------------------------------------------------------------------
 
 
-async def test_tpm_limits_tokens_per_minute(clock: FakeClock, crowd: Crowd) -> None:
-    limiter = Limiter(tpm=1000, max_concurrency=1000)  # 1000-token burst, then 1000/60 per second
-    crowd.spawn(limiter, 40, est=100)
-    burst, rate = 1000.0, 1000.0 / 60
+async def test_tpm_bursts_its_headroom_then_paces(clock: FakeClock, crowd: Crowd) -> None:
+    # Burst 100 tokens (10% of a minute's), then 900 tokens per minute.
+    limiter = Limiter(tpm=1000, max_concurrency=1000, headroom=0.1)
+    crowd.spawn(limiter, 40, est=50)
+    burst, rate = 100.0, 900.0 / 60
 
     def check(t: float) -> None:
-        tokens = 100 * len(crowd.entered)
+        tokens = 50 * len(crowd.entered)
         allowance = burst + rate * t
         assert tokens <= allowance + 1e-6, f"{tokens} tokens by t={t}, allowance {allowance}"
-        assert tokens >= min(4000, allowance - 200), f"only {tokens} tokens by t={t}"
+        assert tokens >= min(2000, allowance - 100), f"only {tokens} tokens by t={t}"
 
-    await sweep(clock, until=240.0, step=0.5, check=check)
+    await sweep(clock, until=200.0, step=0.5, check=check)
     assert len(crowd.entered) == 40
 
 
-async def test_reconcile_debt_delays_the_next_slot(clock: FakeClock, crowd: Crowd) -> None:
-    limiter = Limiter(tpm=600)  # 10 tokens per second
-    async with limiter.slot(300):
+async def test_reconcile_charges_the_difference_both_ways(clock: FakeClock, crowd: Crowd) -> None:
+    limiter = Limiter(tpm=600, headroom=0.0)  # 10 tokens per second, no burst
+    async with limiter.slot(300):  # the bucket is empty again at 30 s
         pass
-    limiter.reconcile(estimated=300, actual=600)  # 300 tokens of debt
-    # Without the debt, 300 + 300 fits the 600-token bucket at once; with it the slot needs 900,
-    # so it waits for 300 tokens to leak out: 30 s.
-    crowd.spawn(limiter, est=300)
-    await clock.advance_to(29.9)
-    assert crowd.entered == []
-    await clock.advance_to(30.0)
-    assert crowd.entered == [30.0]
-    # The debt was paid once: the bucket is full (600) and a 10-token slot waits just 1 s.
+    limiter.reconcile(estimated=300, actual=600)  # it really used 600: empty at 60 s
     crowd.spawn(limiter, est=10)
-    await clock.advance_to(30.9)
-    assert len(crowd.entered) == 1
-    await clock.advance_to(31.0)
-    assert crowd.entered == [30.0, 31.0]
-
-
-async def test_reconcile_gives_no_refund(clock: FakeClock, crowd: Crowd) -> None:
-    limiter = Limiter(tpm=600)
-    async with limiter.slot(600):
-        pass
-    limiter.reconcile(estimated=600, actual=10)
-    crowd.spawn(limiter, est=60)
-    await clock.advance_to(5.9)
-    assert crowd.entered == []
-    await clock.advance_to(6.0)
-    assert crowd.entered == [6.0]
-
-
-async def test_oversized_estimate_is_clamped_and_the_rest_carried(
-    clock: FakeClock, crowd: Crowd
-) -> None:
-    limiter = Limiter(tpm=100)  # bucket of 100 tokens, refilling at 100/60 per second
-    async with limiter.slot(250):  # would raise inside aiolimiter if not clamped
-        pass
-    # 150 tokens did not fit and are owed: the next slot pays 100 (a full bucket, 60 s) ...
-    crowd.spawn(limiter, est=0)
-    await clock.advance_to(59.0)
+    await clock.advance_to(59.9)
     assert crowd.entered == []
     await clock.advance_to(60.0)
     assert crowd.entered == [60.0]
-    # ... and the one after that pays the last 50 (30 s).
-    crowd.spawn(limiter, est=0)
-    await clock.advance_to(89.0)
-    assert len(crowd.entered) == 1
-    await clock.advance_to(90.0)
-    assert crowd.entered == [60.0, 90.0]
+    # Overestimated: 600 charged, 100 used; the refund brings the empty time back.
+    crowd.spawn(limiter, est=600)  # enters at 61 s; the bucket is then empty at 121 s
+    await clock.advance_to(61.0)
+    assert crowd.entered == [60.0, 61.0]
+    limiter.reconcile(estimated=600, actual=100)  # empty at 71 s instead
+    crowd.spawn(limiter, est=10)
+    await clock.advance_to(70.9)
+    assert len(crowd.entered) == 2
+    await clock.advance_to(71.0)
+    assert crowd.entered == [60.0, 61.0, 71.0]
 
 
-async def test_cancelled_tpm_waiter_returns_its_debt(clock: FakeClock, crowd: Crowd) -> None:
-    limiter = Limiter(tpm=600)  # 10 tokens per second
+async def test_a_request_above_the_burst_waits_for_an_empty_bucket(
+    clock: FakeClock, crowd: Crowd
+) -> None:
+    limiter = Limiter(tpm=100, headroom=0.1)  # burst 10 tokens, 1.5 tokens per second
+    async with limiter.slot(250):  # larger than the burst: passes on an empty bucket
+        pass
+    crowd.spawn(limiter, est=5)
+    await clock.advance_to(163.0)  # 250 / 1.5 = 166.7 s to drain; 5 more fit 3.3 s earlier
+    assert crowd.entered == []
+    await clock.advance_to(163.4)
+    assert crowd.entered == [pytest.approx(163.4)]
+
+
+async def test_cancelled_tpm_waiter_takes_nothing(clock: FakeClock, crowd: Crowd) -> None:
+    limiter = Limiter(tpm=600, headroom=0.0)  # 10 tokens per second
     async with limiter.slot(600):
         pass
-    limiter.reconcile(estimated=0, actual=100)
-    crowd.spawn(limiter, est=100)  # claims the debt: needs 200 tokens, 20 s
+    crowd.spawn(limiter, est=100)  # waits 60 s
     await clock.advance_to(5.0)
     crowd.tasks[0].cancel()
     await clock.settle()
-    # The debt is owed again: a 0-token slot now pays 100 (10 s from the start).
-    crowd.spawn(limiter, est=0)
-    await clock.advance_to(9.9)
+    crowd.spawn(limiter, est=1)  # the cancelled waiter left no charge behind
+    await clock.advance_to(59.9)
     assert crowd.entered == []
-    await clock.advance_to(10.0)
-    assert crowd.entered == [10.0]
+    await clock.advance_to(60.0)
+    assert crowd.entered == [60.0]
 
 
 # --- concurrency -------------------------------------------------------------------------------
@@ -338,7 +330,7 @@ async def test_defer_moves_the_gate_later(clock: FakeClock, crowd: Crowd) -> Non
 async def test_defer_does_not_hold_requests_already_past_the_gate(
     clock: FakeClock, crowd: Crowd
 ) -> None:
-    limiter = Limiter(rpm=1)
+    limiter = Limiter(rpm=1, headroom=0.0)
     async with limiter.slot():
         pass
     crowd.spawn(limiter)  # past the gate, waiting 60 s for an RPM unit
@@ -346,6 +338,101 @@ async def test_defer_does_not_hold_requests_already_past_the_gate(
     limiter.defer(100.0)
     await clock.advance_to(60.0)
     assert crowd.entered == [60.0]
+
+
+# --- adaptive concurrency (AIMD) and announced limits ------------------------------------------
+
+
+async def test_a_rate_limit_episode_cuts_the_cap_once(clock: FakeClock) -> None:
+    limiter = Limiter(max_concurrency=40, decrease=0.5)
+    tickets = []
+    for _ in range(10):
+        async with limiter.slot() as ticket:
+            tickets.append(ticket)
+    # Ten requests sent before any refusal come back refused: one episode, one cut.
+    for ticket in tickets:
+        limiter.rate_limited(ticket)
+    assert (limiter.concurrency_cap, limiter.cuts) == (20, 1)
+    # A refusal of a request sent after the cut is a new episode.
+    async with limiter.slot() as later:
+        pass
+    limiter.rate_limited(later)
+    assert (limiter.concurrency_cap, limiter.cuts) == (10, 2)
+    for _ in range(30):  # never below one place
+        async with limiter.slot() as t:
+            pass
+        limiter.rate_limited(t)
+    assert limiter.concurrency_cap == 1
+
+
+async def test_clean_responses_grow_the_cap_back_to_the_ceiling(clock: FakeClock) -> None:
+    limiter = Limiter(max_concurrency=16, decrease=0.5)
+    async with limiter.slot() as t:
+        pass
+    limiter.rate_limited(t)
+    assert limiter.concurrency_cap == 8
+    # Additive increase: about one place per cap's worth of clean responses.
+    for _ in range(7):
+        limiter.succeeded()
+    assert limiter.concurrency_cap == 8
+    for _ in range(2):
+        limiter.succeeded()
+    assert limiter.concurrency_cap == 9
+    for _ in range(200):
+        limiter.succeeded()
+    assert limiter.concurrency_cap == 16  # never above the configured ceiling
+
+
+async def test_a_cut_cap_holds_new_requests_but_not_those_in_flight(
+    clock: FakeClock, crowd: Crowd
+) -> None:
+    limiter = Limiter(max_concurrency=10, decrease=0.5)
+    crowd.spawn(limiter, 10, hold=True)
+    await clock.settle()
+    assert limiter.in_flight == 10
+    limiter.rate_limited(0)  # cap 5: the ten in flight go on
+    crowd.spawn(limiter, 3, hold=False)
+    await clock.settle()
+    assert (limiter.in_flight, len(crowd.entered)) == (10, 10)
+    crowd.release.set()
+    await clock.settle()
+    assert len(crowd.entered) == 13
+    assert limiter.in_flight == 0
+
+
+def test_without_adaptive_the_cap_stays() -> None:
+    limiter = Limiter(max_concurrency=10, adaptive=False)
+    limiter.rate_limited(0)
+    assert limiter.concurrency_cap == 10
+
+
+async def test_announced_limits_start_or_lower_the_buckets(clock: FakeClock) -> None:
+    limiter = Limiter()
+    limiter.succeeded(RateInfo(limit_requests=500, limit_tokens=200_000))
+    assert (limiter.rpm, limiter.tpm) == (500, 200_000)
+    limiter.succeeded(RateInfo(limit_requests=800))  # looser than what is in force: ignored
+    assert limiter.rpm == 500
+    configured = Limiter(rpm=1000, tpm=50_000)
+    configured.succeeded(RateInfo(limit_requests=300, limit_tokens=90_000))
+    assert (configured.rpm, configured.tpm) == (300, 50_000)
+
+
+async def test_an_exhausted_quota_closes_the_gate_until_its_reset(
+    clock: FakeClock, crowd: Crowd
+) -> None:
+    limiter = Limiter()
+    limiter.succeeded(RateInfo(remaining_requests=0, reset_requests_s=2.5))
+    crowd.spawn(limiter, 3)
+    await clock.advance_to(2.4)
+    assert crowd.entered == []
+    await clock.advance_to(2.5)
+    assert crowd.entered == [2.5] * 3
+    limiter.rate_limited(99, RateInfo(remaining_tokens=0, reset_tokens_s=1.0))
+    crowd.spawn(limiter)
+    await clock.advance_to(3.4)
+    assert len(crowd.entered) == 3
+    await clock.advance_to(3.5)
+    assert len(crowd.entered) == 4
 
 
 # --- configuration -----------------------------------------------------------------------------
@@ -362,6 +449,9 @@ async def test_defer_does_not_hold_requests_already_past_the_gate(
         ({"max_concurrency": 0}, "max_concurrency"),
         ({"max_concurrency": -2}, "max_concurrency"),
         ({"period": 0.0}, "period"),
+        ({"headroom": 1.0}, "headroom"),
+        ({"headroom": -0.1}, "headroom"),
+        ({"decrease": 1.0}, "decrease"),
     ],
 )
 def test_bad_values_raise_config_error(kwargs: dict[str, Any], name: str) -> None:
