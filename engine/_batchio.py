@@ -1,0 +1,292 @@
+"""The files of `ttc batch`: the OpenAI Batch input (validated, then read lazily), its journal,
+and the output written from the journal in input order.
+
+The journal (`OUTPUT.journal`) holds a `start` line naming the input by its sha256, then one
+`result` line per request that landed, each the output line to be (`out`) with whether it is
+final (a 2xx or 4xx response) or an error to send again on resume. A later result of the same
+request wins. Only the byte offset of each request's latest result is kept in memory: the output
+is copied from the journal at the end, so no request body or response is held for the whole run.
+"""
+
+from __future__ import annotations
+
+import array
+import hashlib
+import os
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import orjson
+
+from ttc.engine._errors import ConfigError, DataError
+
+URLS = ("/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses")
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True, slots=True)
+class InputScan:
+    """What the validating pass learnt of an input file: its sha256 and number of requests."""
+
+    path: Path
+    sha256: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchJob:
+    """One request of the input, read when it is about to be sent."""
+
+    index: int
+    custom_id: str
+    url: str
+    body: dict[str, Any]
+
+
+def _parse(
+    path: Path, lineno: int, raw: bytes, need_model: bool
+) -> tuple[str, str, dict[str, Any]]:
+    where = f"{path}:{lineno}"
+    try:
+        record = orjson.loads(raw.removeprefix(_BOM) if lineno == 1 else raw)
+    except orjson.JSONDecodeError as exc:
+        raise DataError(f"{where}: not JSON ({exc})") from None
+    if not isinstance(record, dict):
+        raise DataError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    for name in ("custom_id", "method", "url", "body"):
+        if name not in record:
+            raise DataError(f"{where}: missing field '{name}'")
+    custom_id, method, url, body = (record[k] for k in ("custom_id", "method", "url", "body"))
+    if not isinstance(custom_id, str) or not custom_id:
+        raise DataError(f"{where}: field 'custom_id' must be a non-empty string, got {custom_id!r}")
+    if method != "POST":
+        raise DataError(f"{where}: field 'method' must be \"POST\", got {method!r}")
+    if url not in URLS:
+        raise DataError(f"{where}: field 'url' {url!r} is not supported (one of {', '.join(URLS)})")
+    if not isinstance(body, dict):
+        raise DataError(f"{where}: field 'body' must be an object, got {type(body).__name__}")
+    if need_model and not isinstance(body.get("model"), str):
+        raise DataError(f"{where}: field 'body.model' is missing (or give --model)")
+    return custom_id, url, body
+
+
+def _lines(path: Path, digest: Any = None) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) of each non-blank line, read as the file is walked.
+
+    `digest` (a hashlib object), if given, is fed every byte of the file on the way.
+    """
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    with fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if digest is not None:
+                digest.update(raw)
+            if raw.strip() and raw.strip() != _BOM:
+                yield lineno, raw
+
+
+def scan_input(path: Path, *, need_model: bool) -> InputScan:
+    """Validates every line before any request is sent; DataError names the file, line, field."""
+    digest = hashlib.sha256()
+    first_line: dict[str, int] = {}
+    for lineno, raw in _lines(path, digest):
+        custom_id, _, _ = _parse(path, lineno, raw, need_model)
+        if custom_id in first_line:
+            raise DataError(
+                f"{path}:{lineno}: duplicate custom_id {custom_id!r} (first on line "
+                f"{first_line[custom_id]})"
+            )
+        first_line[custom_id] = lineno
+    if not first_line:
+        raise DataError(f"{path}: no requests: the file is empty")
+    return InputScan(path, digest.hexdigest(), len(first_line))
+
+
+def iter_jobs(path: Path, skip: bytearray) -> Iterator[BatchJob]:
+    """The requests of a scanned input in order, parsed one at a time; `skip[i]` leaves one out."""
+    for index, (lineno, raw) in enumerate(_lines(path)):
+        if index < len(skip) and skip[index]:
+            continue
+        custom_id, url, body = _parse(path, lineno, raw, need_model=False)
+        yield BatchJob(index, custom_id, url, body)
+
+
+def journal_path(output: Path) -> Path:
+    return output.with_name(output.name + ".journal")
+
+
+class BatchJournal:
+    """The results landed so far: appended one flushed line each, read back by offset."""
+
+    def __init__(self, path: Path, scan: InputScan) -> None:
+        self.path = path
+        self.scan = scan
+        # Per request: the byte offset of its latest result (-1: none), and whether it is final.
+        self.offsets = array.array("q", [-1]) * scan.count
+        self.final = bytearray(scan.count)
+        self.replayed = 0  # requests with a final result in the journal before this run
+        self._fd: int | None = None
+        self._size = 0
+
+    def open(self, *, resume: bool) -> BatchJournal:
+        """Reads an existing journal of the same input (cutting a torn tail), or starts one."""
+        exists = self.path.exists() and self.path.stat().st_size > 0
+        if resume and not exists:
+            raise ConfigError(f"--resume: no journal at {self.path}; run without --resume")
+        if exists:
+            self._load()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        self.append(
+            {
+                "ev": "start",
+                "input": str(self.scan.path),
+                "input_sha256": self.scan.sha256,
+                "requests": self.scan.count,
+                "resumed": exists,
+            }
+        )
+        return self
+
+    def _load(self) -> None:
+        offset = 0
+        with self.path.open("rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                if not raw.endswith(b"\n"):
+                    break  # a torn last line: the write that was cut off never happened
+                try:
+                    event = orjson.loads(raw)
+                    kind = event["ev"]
+                    if lineno == 1:
+                        self._check_input(kind, event)
+                    elif kind == "result":
+                        index = int(event["i"])
+                        self.offsets[index] = offset
+                        self.final[index] = bool(event["final"])
+                except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as e:
+                    raise DataError(f"{self.path}:{lineno}: corrupt journal line ({e!r})") from e
+                offset += len(raw)
+        if offset != self.path.stat().st_size:
+            with self.path.open("r+b") as fh:
+                fh.truncate(offset)
+        self.replayed = sum(self.final)
+
+    def _check_input(self, kind: str, event: dict[str, Any]) -> None:
+        if kind != "start":
+            raise DataError(f"{self.path}:1: not a `ttc batch` journal")
+        if event.get("input_sha256") != self.scan.sha256:
+            raise ConfigError(
+                f"--out: {self.path} is the journal of a different input ({event.get('input')}, "
+                f"sha256 {str(event.get('input_sha256'))[:12]}), not of {self.scan.path} "
+                f"(sha256 {self.scan.sha256[:12]}); remove it or choose another --out"
+            )
+
+    def append(self, event: dict[str, Any]) -> int:
+        """Writes one event as one line straight to the OS; returns the line's offset."""
+        if self._fd is None:
+            raise RuntimeError("journal is not open")
+        offset = self._size
+        data = orjson.dumps(event) + b"\n"
+        view = memoryview(data)
+        while view:  # os.write may write less than asked (a full disk, a signal)
+            view = view[os.write(self._fd, view) :]
+        self._size += len(data)
+        return offset
+
+    def record(self, index: int, out: dict[str, Any], *, final: bool, attempts: int) -> None:
+        """Appends request `index`'s result (the output line `out`)."""
+        event = {"ev": "result", "i": index, "final": final, "attempts": attempts, "out": out}
+        self.offsets[index] = self.append(event)
+        self.final[index] = final
+
+    @property
+    def complete(self) -> bool:
+        """Whether every request has a result (final or not)."""
+        return all(o >= 0 for o in self.offsets)
+
+    def results(self) -> Iterator[dict[str, Any]]:
+        """The output line of every request that has a result, in input order."""
+        with self.path.open("rb") as fh:
+            for offset in self.offsets:
+                if offset < 0:
+                    continue
+                fh.seek(offset)
+                out: dict[str, Any] = orjson.loads(fh.readline())["out"]
+                yield out
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> BatchJournal:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def outcome_key(out: dict[str, Any]) -> str:
+    """How a result is counted: its status code, or `error:<kind>`."""
+    response = out.get("response")
+    if isinstance(response, dict):
+        return str(response.get("status_code"))
+    error = out.get("error") or {}
+    return f"error:{error.get('code', '?')}"
+
+
+def usage_tokens(body: Any) -> int:
+    """Tokens a response body says it used: total_tokens, else its input plus its output."""
+    usage = body.get("usage") if isinstance(body, dict) else None
+    if not isinstance(usage, dict):
+        return 0
+    total = usage.get("total_tokens")
+    if isinstance(total, int):
+        return total
+    parts = ("prompt_tokens", "completion_tokens", "input_tokens", "output_tokens")
+    return sum(v for k in parts if isinstance(v := usage.get(k), int))
+
+
+def tally(journal: BatchJournal, output: Path | None) -> tuple[Counter[str], int]:
+    """Counts the results by outcome and sums their tokens; writes them to `output` if given.
+
+    The output appears atomically (a temporary file renamed over it), so a reader never sees a
+    half-written file and an interrupted write leaves any previous output as it was.
+    """
+    counts: Counter[str] = Counter()
+    tokens = 0
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp") if output is not None else None
+    sink = tmp.open("wb") if tmp is not None else None
+    try:
+        for out in journal.results():
+            counts[outcome_key(out)] += 1
+            response = out.get("response")
+            tokens += usage_tokens(response.get("body")) if isinstance(response, dict) else 0
+            if sink is not None:
+                sink.write(orjson.dumps(out) + b"\n")
+        if sink is not None and tmp is not None and output is not None:
+            sink.flush()
+            os.fsync(sink.fileno())
+            sink.close()
+            os.replace(tmp, output)
+    finally:
+        if sink is not None and not sink.closed:
+            sink.close()
+        if tmp is not None and tmp.exists():
+            tmp.unlink()
+    return counts, tokens
