@@ -45,6 +45,8 @@ from ttc.engine._types import Completion, RateInfo, Request, Usage
 __all__ = ["OpenAIProvider"]
 
 _OPENAI_HOST = "api.openai.com"
+# The `system_fingerprint` of `ttc serve`, whose answers come from the offline simulator.
+SIM_FINGERPRINT = "fp_ttc_sim"
 
 
 class OpenAIProvider:
@@ -84,6 +86,8 @@ class OpenAIProvider:
             raise ConfigError(f"{name}: max_connections must be >= 0, got {max_connections}")
         self.model = model
         self.name = name
+        # True once a response shows it came from `ttc serve` (the offline simulator).
+        self.simulated = False
         self.base_url = base_url.rstrip("/")
         is_openai = parts.hostname == _OPENAI_HOST
         key = api_key_from(api_key, [api_key_env] if api_key_env else [])
@@ -206,6 +210,9 @@ class OpenAIProvider:
         """A Completion from a parsed 200 body; Transient if it has no choices."""
         if not isinstance(data, dict):
             raise Transient(f"{self.name}: truncated body (a JSON {type(data).__name__})")
+        if data.get("system_fingerprint") == SIM_FINGERPRINT:
+            # `ttc serve` answers with the offline simulator: reports must say so.
+            self.simulated = True
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
             said = error_message(data, self._key) if "error" in data else ""

@@ -147,7 +147,7 @@ class Limiter:
         max_concurrency: int = 64,
         *,
         period: float = 60.0,
-        headroom: float = 0.03,
+        headroom: float = 0.02,
         adaptive: bool = True,
         decrease: float = 0.7,
     ) -> None:
