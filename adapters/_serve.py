@@ -14,10 +14,11 @@ simulator's; any other prompt gets generic prose ending in a `\\boxed{}` answer,
 the prompt and seed. Embeddings are `LexicalEmbedder` vectors (256 dims).
 
 A request on a model route goes: parse (400) → concurrency, RPM, TPM over a sliding window of
-`--window` seconds (429; `--rpm` and `--tpm` are per minute, as vendors state them, and a window
-of W seconds admits W/60 of them, so tests and benchmarks can shrink the minute) → a fault drawn from a seeded RNG → lognormal latency → answer. A
-request's tokens (input + output + thinking) enter the TPM window when its response is sent;
-requests enter the RPM window when admitted. Faults touch generation routes only.
+`--window` seconds (429) → a fault drawn from a seeded RNG → lognormal latency → answer.
+`--rpm` and `--tpm` are per minute, as vendors state them; a window of W seconds admits W/60 of
+them, so tests and benchmarks can shrink the minute. A request's tokens (input + output +
+thinking) enter the TPM window when its response is sent; requests enter the RPM window when
+admitted. Faults touch generation routes only.
 """
 
 from __future__ import annotations

@@ -7,9 +7,17 @@ says anything about whether evolving in-context demonstrations work.
 
 Success model, per request: a question has a latent difficulty d; the base logit is
 `ability - d`; each demonstration adds an effect (similar correct demos help, dissimilar ones hurt
-slightly, wrong ones hurt); the logit moves by the mean effect; each sample succeeds with
+slightly, wrong ones hurt; a demonstration from outside the test set, such as a fixed few-shot
+example, counts as correct, its similarity read from its question); the logit moves by the mean
+effect; a set temperature T scales it by (0.3 / T) ** temperature_sensitivity (0.3: the paper's
+default; hotter sampling pulls every question towards even odds); each sample succeeds with
 probability sigmoid(logit). A sample's text is filler reasoning prose and the suite's final answer
 in its real format, correct or plausibly wrong, so the real verifiers judge it.
+
+Two role stand-ins answer the engine's real role prompts: `SimJudge` (a reward model: a rubric
+score correlated with whether the response is right, by `suite.sim_is_correct`, plus noise) and
+`SimDifficulty` (a difficulty rating correlated with the latent difficulty, plus noise). Both
+sometimes reply with no number at all, as real models do.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from ttc.adapters._lexical import LexicalEmbedder
 from ttc.engine._errors import BadRequest, ConfigError
 from ttc.engine._types import Completion, FloatArray, Item, Request, Suite, Usage
 
-__all__ = ["SimConfig", "SimProvider"]
+__all__ = ["SimConfig", "SimDifficulty", "SimJudge", "SimProvider", "SimRoleConfig"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +56,8 @@ class SimConfig:
     mean_output_tokens, output_tokens_sigma: each sample's output length is lognormal with this
         mean and log-scale sigma.
     thinking_ratio: thinking tokens reported per output token (0: a non-thinking model).
+    temperature_sensitivity: how much a set temperature T moves the logit: it is scaled by
+        (0.3 / T) ** temperature_sensitivity; no temperature (the provider default) leaves it.
     latency_s, latency_sigma: each call sleeps a lognormal time with this median and log-scale
         sigma (a heavy tail); latency_s = 0 never sleeps.
     chars_per_token: characters per token, for estimating input tokens and sizing the prose.
@@ -67,6 +77,7 @@ class SimConfig:
     latency_s: float = 0.0
     latency_sigma: float = 0.8
     chars_per_token: float = 4.0
+    temperature_sensitivity: float = 0.5
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -78,7 +89,7 @@ class SimConfig:
                 raise ConfigError(f"sim.{f.name}: must be a finite number, got {value!r}")
         nonnegative = (
             "difficulty_std icl_gain dissimilar_penalty wrong_demo_penalty output_tokens_sigma "
-            "thinking_ratio latency_s latency_sigma"
+            "thinking_ratio latency_s latency_sigma temperature_sensitivity"
         )
         for name in nonnegative.split():
             if getattr(self, name) < 0:
@@ -119,6 +130,9 @@ def _make_prose() -> str:
 
 
 _PROSE = _make_prose()
+
+# The temperature at which the simulator's success model is as configured (the paper's default).
+REFERENCE_TEMPERATURE = 0.3
 
 
 def _prose(chars: int, rng: np.random.Generator) -> str:
@@ -172,9 +186,11 @@ class SimProvider:
             raise BadRequest(f"sim: unknown item id {item_id!r}") from None
 
     def _vector(self, item: Item) -> FloatArray:
-        vec = self._vectors.get(item.id)
+        # A demonstration from outside the test set is known by its question, not its id.
+        key = item.id if item.id in self._items else f"\x00{item.question}"
+        vec = self._vectors.get(key)
         if vec is None:
-            vec = self._vectors[item.id] = self._embedder.embed([item.question])[0]
+            vec = self._vectors[key] = self._embedder.embed([item.question])[0]
         return vec
 
     def difficulty(self, item_id: str) -> float:
@@ -197,15 +213,23 @@ class SimProvider:
             floor = cfg.similarity_floor
             effects = []
             for demo in request.demos:
-                demo_item = self._item(demo.item_id)
+                demo_item = self._items.get(demo.item_id)
+                if demo_item is None:  # from outside the test set: a curated, correct example
+                    demo_item = Item(demo.item_id, demo.question, "")
+                    correct = True
+                else:
+                    correct = self.suite.sim_is_correct(demo_item, demo.response)
                 s = float(self._vector(demo_item) @ self._vector(target))
                 effect = -cfg.dissimilar_penalty * max(0.0, floor - s) / floor
-                if self.suite.sim_is_correct(demo_item, demo.response):
+                if correct:
                     effect += cfg.icl_gain * max(0.0, s - floor) / (1.0 - floor)
                 else:
                     effect -= cfg.wrong_demo_penalty
                 effects.append(effect)
             logit += sum(effects) / len(effects)
+        temperature = request.sampling.temperature
+        if temperature is not None:
+            logit *= (REFERENCE_TEMPERATURE / max(temperature, 0.05)) ** cfg.temperature_sensitivity
         return 1.0 / (1.0 + math.exp(-logit)) if logit > -700 else 0.0
 
     async def generate(self, request: Request) -> Completion:
@@ -267,3 +291,112 @@ class SimProvider:
 
     async def aclose(self) -> None:
         """Nothing to release."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimRoleConfig:
+    """The role stand-ins' knobs.
+
+    judge_right, judge_wrong, judge_std: the judge's score (0-10) of a right response is
+        Normal(judge_right, judge_std), of a wrong one Normal(judge_wrong, judge_std), rounded
+        and clipped.
+    rating_std: the difficulty rating is 5.5 + 1.5 z + Normal(0, rating_std), rounded and clipped
+        to 1-10, where z is the question's latent difficulty standardised.
+    garbage_rate: the share of replies that hold no number at all.
+    """
+
+    seed: int = 0
+    judge_right: float = 8.5
+    judge_wrong: float = 3.0
+    judge_std: float = 1.5
+    rating_std: float = 1.0
+    garbage_rate: float = 0.02
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, int | float) or not math.isfinite(value):
+                raise ConfigError(f"sim role.{f.name}: must be a finite number, got {value!r}")
+        if self.judge_std < 0 or self.rating_std < 0 or not 0 <= self.garbage_rate <= 1:
+            raise ConfigError("sim role: the spreads must be >= 0 and garbage_rate in [0, 1]")
+
+    def digest(self) -> str:
+        knobs = repr(sorted(dataclasses.asdict(self).items()))
+        return hashlib.blake2b(knobs.encode(), digest_size=4).hexdigest()
+
+
+class _SimRole:
+    """What both role stand-ins share: the policy simulator's items and latent difficulties."""
+
+    name = "sim"
+    simulated = True
+    kind = "role"
+
+    def __init__(
+        self,
+        suite: Suite,
+        items: Sequence[Item],
+        config: SimRoleConfig = SimRoleConfig(),
+        sim: SimConfig | None = None,
+    ) -> None:
+        self.suite = suite
+        self.config = config
+        # The same latent difficulties as the policy simulator of the same seed.
+        self.policy = SimProvider(suite, items, sim or SimConfig(seed=config.seed))
+        self.model = f"sim-{self.kind}-1@{config.digest()}"
+
+    def _rng(self, request: Request) -> np.random.Generator:
+        text = request.messages[-1].content if request.messages else ""
+        return np.random.default_rng(
+            _stable_hash(self.config.seed, self.kind, request.item_id, request.sampling.seed, text)
+        )
+
+    def _reply(self, request: Request, text: str) -> Completion:
+        prompt_chars = sum(len(m.content) for m in request.messages)
+        usage = Usage(math.ceil(prompt_chars / 4), max(1, math.ceil(len(text) / 4)))
+        return Completion((text,), usage, ("stop",), model=self.model)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+class SimJudge(_SimRole):
+    """A stand-in reward model: reads the response out of the engine's rubric prompt and scores
+    it 0-10, higher when `suite.sim_is_correct` says it is right, with noise."""
+
+    kind = "judge"
+
+    async def generate(self, request: Request) -> Completion:
+        from ttc.engine._judges import SCALE, split_rubric
+
+        item = self.policy._item(request.item_id)
+        parts = split_rubric(request.messages[-1].content) if request.messages else None
+        if parts is None:
+            raise BadRequest("sim judge: the prompt is not the engine's rubric")
+        rng = self._rng(request)
+        cfg = self.config
+        if rng.random() < cfg.garbage_rate:
+            return self._reply(request, "The response is hard to assess without more context.")
+        right = self.suite.sim_is_correct(item, parts[1])
+        mean = cfg.judge_right if right else cfg.judge_wrong
+        score = int(min(SCALE, max(0, round(float(rng.normal(mean, cfg.judge_std))))))
+        verdict = "appears correct" if score >= SCALE // 2 else "appears incorrect"
+        return self._reply(request, f"The final answer {verdict}.\nScore: {score}")
+
+
+class SimDifficulty(_SimRole):
+    """A stand-in difficulty model: a 1-10 rating that grows with the question's latent
+    difficulty, with noise."""
+
+    kind = "difficulty"
+
+    async def generate(self, request: Request) -> Completion:
+        sim = self.policy.config
+        d = self.policy.difficulty(self.policy._item(request.item_id).id)
+        rng = self._rng(request)
+        cfg = self.config
+        if rng.random() < cfg.garbage_rate:
+            return self._reply(request, "It depends on the background of the solver.")
+        z = (d - sim.difficulty_mean) / sim.difficulty_std if sim.difficulty_std else 0.0
+        rating = 5.5 + 1.5 * z + float(rng.normal(0.0, cfg.rating_std))
+        return self._reply(request, f"Difficulty: {int(min(10, max(1, round(rating))))}")

@@ -1,6 +1,6 @@
 """The engine: run loop, state, strategies, limiter, retries, verifier pool, journal, CLI."""
 
-from ttc.engine._config import METHODS, NEIGHBOUR_MODES, RunConfig
+from ttc.engine._config import JUDGES, METHODS, NEIGHBOUR_MODES, PRESETS, RunConfig
 from ttc.engine._engine import SIM_NOTE, Engine, RunResult
 from ttc.engine._errors import (
     BadRequest,
@@ -12,16 +12,19 @@ from ttc.engine._errors import (
     Transient,
     TtcError,
 )
+from ttc.engine._judges import Consensus, GroundTruth, Noisy, RewardModel
 from ttc.engine._limiter import Limiter
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._round import sample_seed
 from ttc.engine._state import QuestionRecord, RoundStats, RunState
 from ttc.engine._strategy import (
+    DifficultyAware,
     Elimination,
-    GroundTruth,
+    FixedDemos,
     RandomICL,
     SimilarICL,
     Strategy,
+    TemperatureSchedule,
     Uniform,
     ZeroShot,
     preset,
@@ -42,22 +45,28 @@ from ttc.engine._types import (
 )
 
 __all__ = [
+    "JUDGES",
     "METHODS",
     "NEIGHBOUR_MODES",
+    "PRESETS",
     "SIM_NOTE",
     "BadRequest",
     "Completion",
     "ConfigError",
+    "Consensus",
     "DataError",
     "Demo",
+    "DifficultyAware",
     "Elimination",
     "Embedder",
     "Engine",
     "Fatal",
+    "FixedDemos",
     "GroundTruth",
     "Item",
     "Limiter",
     "Message",
+    "Noisy",
     "Provider",
     "ProviderError",
     "QuestionRecord",
@@ -66,6 +75,7 @@ __all__ = [
     "RateLimited",
     "Request",
     "RetryPolicy",
+    "RewardModel",
     "RoundStats",
     "RunConfig",
     "RunResult",
@@ -74,6 +84,7 @@ __all__ = [
     "SimilarICL",
     "Strategy",
     "Suite",
+    "TemperatureSchedule",
     "Transient",
     "TtcError",
     "Uniform",

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ttc.engine import _commands as commands
-from ttc.engine._config import METHODS, NEIGHBOUR_MODES
+from ttc.engine._config import JUDGES, NEIGHBOUR_MODES, PRESETS
 from ttc.engine._errors import ConfigError, DataError
 
 log = logging.getLogger("ttc")
 
 SUITES = ("reasoning_gym", "math500", "minerva", "gpqa", "livecodebench", "custom")
-PROVIDERS = ("sim",)
+PROVIDERS = ("sim", "openai", "gemini")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -113,9 +113,30 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         default="solved",
         help="solved: top-P among solved (default); fixed: fixed once among all",
     )
-    g.add_argument("--embedder", choices=("auto", "minilm", "lexical"), default="auto")
+    g.add_argument(
+        "--embedder",
+        default="auto",
+        help="auto (MiniLM if installed, else lexical), minilm, lexical, openai[:MODEL], "
+        "gemini[:MODEL]",
+    )
+    g.add_argument("--embed-base-url", help="base URL of the openai/gemini embedder's API")
     g = p.add_argument_group("provider and limits")
-    g.add_argument("--provider", choices=PROVIDERS, default="sim")
+    g.add_argument(
+        "--provider",
+        choices=PROVIDERS,
+        default="sim",
+        help="sim (offline, default); openai (and any OpenAI-compatible server); gemini",
+    )
+    g.add_argument("--model", help="model name (required with openai and gemini)")
+    g.add_argument(
+        "--base-url",
+        help="API base URL, e.g. http://127.0.0.1:8000/v1 for vLLM or `ttc serve`",
+    )
+    g.add_argument(
+        "--api-key-env",
+        help="environment variable holding the API key (default: OPENAI_API_KEY; "
+        "GEMINI_API_KEY or GOOGLE_API_KEY)",
+    )
     g.add_argument("--concurrency", type=_number(int, 1), default=64, help="requests in flight")
     g.add_argument("--rpm", type=_number(float, 0, inclusive=False), help="requests per minute")
     g.add_argument("--tpm", type=_number(float, 0, inclusive=False), help="tokens per minute")
@@ -131,6 +152,17 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--top-p", type=_number(float, 0, inclusive=False, high=1), help="nucleus top_p")
     g.add_argument("--top-k", type=_number(int, 1), help="top_k")
     g.add_argument("--max-tokens", type=_number(int, 1), help="output token limit per request")
+    g.add_argument(
+        "--thinking-budget", type=_number(int, 0), help="Gemini: thinking tokens per request"
+    )
+    g.add_argument(
+        "--reasoning-effort",
+        choices=("minimal", "low", "medium", "high"),
+        help="OpenAI reasoning models: reasoning_effort",
+    )
+    g.add_argument(
+        "--verbosity", choices=("low", "medium", "high"), help="OpenAI reasoning models: verbosity"
+    )
     g = p.add_argument_group("sim provider (offline; measures the machinery, not the method)")
     g.add_argument(
         "--sim-latency",
@@ -147,6 +179,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         default=0.0,
         help="thinking tokens per output token",
     )
+    _add_method_flags(p)
     g = p.add_argument_group("budget, cost and cache")
     g.add_argument(
         "--max-cost",
@@ -189,11 +222,67 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", "-q", action="store_true", help="no per-round log lines")
 
 
+def _add_method_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("method: judgement, noise, few-shot prompt, matched budget")
+    g.add_argument(
+        "--judge",
+        choices=JUDGES,
+        help="truth: the suite's verifier at γ (default); reward: an LLM reward model; "
+        "consensus: self-consistency (the default of sc)",
+    )
+    g.add_argument(
+        "--judge-threshold",
+        type=_number(float, 0, inclusive=False, high=1),
+        default=0.7,
+        help="reward judge: accepted at this share of the rubric's maximum (default 0.7)",
+    )
+    g.add_argument(
+        "--judge-model",
+        default="sim",
+        help="the reward model: sim (default), openai:MODEL or gemini:MODEL",
+    )
+    g.add_argument(
+        "--difficulty-model",
+        default="sim",
+        help="da: the difficulty rater: sim (default), openai:MODEL or gemini:MODEL",
+    )
+    g.add_argument(
+        "--noise",
+        type=_number(float, 0, high=0.999999),
+        default=0.0,
+        help="flip each binary verdict with this probability (the paper: 0.05)",
+    )
+    g.add_argument(
+        "--consensus",
+        type=_number(float, 0, inclusive=False, high=1),
+        default=0.75,
+        help="sc: resolved once this share of a question's answers agree (default 0.75)",
+    )
+    g.add_argument(
+        "--fewshot",
+        type=Path,
+        help="fixed-icl: JSONL of {question, response} (default for math500/minerva: the "
+        "4-shot Minerva prompt)",
+    )
+    g.add_argument(
+        "--match-tokens",
+        type=Path,
+        metavar="RUN_DIR",
+        help="unif, da: match the output tokens of the run in RUN_DIR",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ttc", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run one method over a test set")
-    run.add_argument("--method", choices=METHODS, default="adpt")
+    run.add_argument(
+        "--method",
+        choices=PRESETS,
+        default="adpt",
+        help="unif, elim, rand, adpt (the paper's comparison); da, temp, fixed-icl, sc (Appendix B "
+        "and the ablations of section 5.3)",
+    )
     _add_common(run)
     cmp = sub.add_parser("compare", help="run unif/elim/rand/adpt sharing one warm-up")
     _add_common(cmp)
@@ -224,6 +313,27 @@ def build_parser() -> argparse.ArgumentParser:
         "extra",
         nargs=argparse.REMAINDER,
         help="flags to change on the way, e.g. --max-cost 5 or --concurrency 8",
+    )
+    from ttc.adapters._serve import add_serve_arguments
+    from ttc.engine._batch import add_batch_arguments
+
+    srv = sub.add_parser(
+        "serve",
+        help="a local OpenAI- and Gemini-compatible API answered by the sim model, with rate "
+        "limits and injected faults (for tests and rehearsals)",
+    )
+    g = srv.add_argument_group("test set whose prompts the sim model recognises")
+    _add_suite(g)
+    g.add_argument("--limit", type=_number(int, 1), help="use only the first N questions")
+    add_serve_arguments(srv)
+    srv.add_argument("--quiet", "-q", action="store_true")
+
+    add_batch_arguments(
+        sub.add_parser(
+            "batch",
+            help="send an OpenAI Batch input file to any OpenAI-compatible endpoint, "
+            "through the limiter and retries; resumable",
+        )
     )
     rep = sub.add_parser("report", help="per-round tables and a plot of one or several runs")
     rep.add_argument("run_dirs", type=Path, nargs="+")
@@ -267,6 +377,9 @@ def _on_signals(grace_s: float) -> None:
 
 
 async def _dispatch(args: argparse.Namespace) -> int:
+    from ttc.engine._batch import cmd_batch
+
+    # batch installs its own Ctrl-C handling (it has no engine to stop).
     if args.command in ("run", "compare"):
         _on_signals(args.grace)
     handlers = {
@@ -274,6 +387,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "compare": commands.cmd_compare,
         "verify": commands.cmd_verify,
         "report": commands.cmd_report,
+        "batch": cmd_batch,
+        "serve": commands.cmd_serve,
     }
     return await handlers[args.command](args)
 
@@ -299,6 +414,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     clear = "\r\x1b[K" if getattr(args, "live", False) else ""
     logging.basicConfig(format=clear + "%(asctime)s %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("ttc").setLevel(logging.WARNING if args.quiet else logging.INFO)
+    if args.command == "serve":
+        # The server runs until Ctrl-C or SIGTERM; either ends it cleanly (exit 0).
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        try:
+            return asyncio.run(_dispatch(args))
+        except KeyboardInterrupt:
+            return 0
+        except (ConfigError, DataError) as exc:
+            print(f"ttc: error: {exc}", file=sys.stderr)
+            return 2
     try:
         return asyncio.run(_dispatch(args))
     except (ConfigError, DataError) as exc:

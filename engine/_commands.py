@@ -22,7 +22,8 @@ from ttc.engine._journal import read_journal
 from ttc.engine._prices import parse_price
 from ttc.engine._progress import Progress
 from ttc.engine._report import compare_table, plot_coverage, round_row, round_table
-from ttc.engine._types import Item, Provider, Sampling, Suite
+from ttc.engine._rundir import output_tokens_of
+from ttc.engine._types import Embedder, Item, Provider, Sampling, Suite
 
 log = logging.getLogger("ttc")
 
@@ -39,6 +40,9 @@ def config_from(args: argparse.Namespace, method: str) -> RunConfig:
         top_p=args.top_p,
         top_k=args.top_k,
         max_output_tokens=args.max_tokens,
+        thinking_budget=args.thinking_budget,
+        reasoning_effort=args.reasoning_effort,
+        verbosity=args.verbosity,
     )
     return RunConfig(
         rounds=args.rounds,
@@ -58,7 +62,52 @@ def config_from(args: argparse.Namespace, method: str) -> RunConfig:
         max_cost_usd=args.max_cost,
         max_output_tokens=args.max_output_tokens,
         sampling=sampling,
+        **method_options(args),
     )
+
+
+def method_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The method flags (judge, noise, consensus, few-shot file, matched budget) as config."""
+    fewshot = getattr(args, "fewshot", None)
+    matched = getattr(args, "match_tokens", None)
+    return {
+        "judge": getattr(args, "judge", None),
+        "judge_threshold": getattr(args, "judge_threshold", 0.7),
+        "noise": getattr(args, "noise", 0.0),
+        "consensus": getattr(args, "consensus", 0.75),
+        "fewshot": None if fewshot is None else str(fewshot),
+        "match_tokens": None if matched is None else output_tokens_of(Path(matched)),
+    }
+
+
+def role_provider_from(
+    args: argparse.Namespace, role: str, suite: Suite, items: Sequence[Item]
+) -> Provider:
+    """The model of a role besides the policy: `judge` (the reward model, --judge-model) or
+    `difficulty` (da's rater, --difficulty-model): `sim` (the offline stand-in), or
+    `openai:MODEL` / `gemini:MODEL`, which use the run's --base-url and --api-key-env when the
+    run's --provider is the same kind (e.g. one vLLM server for both), else the vendor's API."""
+    flag = {"judge": "judge_model", "difficulty": "difficulty_model"}[role]
+    name = getattr(args, flag, None) or "sim"
+    if name != "sim":
+        kind, _, model = name.partition(":")
+        if kind not in ("openai", "gemini") or not model:
+            raise ConfigError(
+                f"--{flag.replace('_', '-')}: expected sim, openai:MODEL or gemini:MODEL, "
+                f"got {name!r}"
+            )
+        same = getattr(args, "provider", None) == kind
+        return api_provider(
+            kind,
+            model,
+            args.base_url if same else None,
+            args.api_key_env if same else None,
+        )
+    from ttc.adapters._sim import SimConfig, SimDifficulty, SimJudge, SimRoleConfig
+
+    # The policy simulator's seed, so the rater sees the same latent difficulties.
+    kind = SimJudge if role == "judge" else SimDifficulty
+    return kind(suite, items, SimRoleConfig(seed=args.seed), SimConfig(seed=args.seed))
 
 
 def make_suite_from(args: argparse.Namespace) -> Suite:
@@ -82,15 +131,50 @@ def suite_and_items(args: argparse.Namespace) -> tuple[Suite, list[Item]]:
 
 
 def provider_from(args: argparse.Namespace, suite: Suite, items: Sequence[Item]) -> Provider:
-    from ttc.adapters import SimConfig, SimProvider
+    """The provider `--provider` names: the offline simulator, or a real API."""
+    if args.provider == "sim":
+        from ttc.adapters import SimConfig, SimProvider
 
-    cfg = SimConfig(
-        seed=args.seed,
-        ability=args.sim_ability,
-        latency_s=args.sim_latency,
-        thinking_ratio=args.sim_thinking,
-    )
-    return SimProvider(suite, items, cfg)
+        cfg = SimConfig(
+            seed=args.seed,
+            ability=args.sim_ability,
+            latency_s=args.sim_latency,
+            thinking_ratio=args.sim_thinking,
+        )
+        return SimProvider(suite, items, cfg)
+    return api_provider(args.provider, args.model, args.base_url, args.api_key_env)
+
+
+def api_provider(
+    kind: str, model: str | None, base_url: str | None, api_key_env: str | None
+) -> Provider:
+    """An OpenAI(-compatible) or Gemini provider; a missing model or key is a ConfigError."""
+    if not model:
+        raise ConfigError(f"--model: required with --provider {kind}")
+    if kind == "openai":
+        from ttc.adapters._openai import OpenAIProvider
+
+        return OpenAIProvider(
+            model,
+            base_url=base_url or "https://api.openai.com/v1",
+            api_key_env=api_key_env or "OPENAI_API_KEY",
+        )
+    if kind == "gemini":
+        from ttc.adapters._gemini import GeminiProvider
+
+        return GeminiProvider(model, base_url=base_url, api_key_env=api_key_env)
+    raise ConfigError(f"--provider: unknown provider {kind!r}")
+
+
+def embedder_from(args: argparse.Namespace) -> Embedder | str:
+    """`--embedder`: a name the engine resolves lazily, or an API embedder built now."""
+    from ttc.adapters._embedders import make_embedder
+
+    if args.embedder.partition(":")[0] in ("openai", "gemini"):
+        return make_embedder(args.embedder, base_url=args.embed_base_url)
+    if args.embedder not in ("auto", "minilm", "lexical"):
+        make_embedder(args.embedder)  # raises the ConfigError naming --embedder
+    return str(args.embedder)
 
 
 def cache_path(args: argparse.Namespace) -> Path:
@@ -131,6 +215,7 @@ async def run_one(
     provider = provider_from(args, suite, items)
     cache = None if args.no_cache else ResponseCache(cache_path(args))
     sending: Provider = provider if cache is None else CachingProvider(provider, cache)
+    roles = {role: role_provider_from(args, role, suite, items) for role in config.roles}
     price = parse_price(args.price) if args.price else None
     progress = Progress(live=args.live)
     invocation = {"argv": args.argv, "cwd": os.getcwd()}
@@ -140,11 +225,12 @@ async def run_one(
             suite,
             config,
             out_dir=out,
-            embedder=args.embedder,
+            embedder=embedder_from(args),
             resume=resume,
             price=price,
             progress=progress,
             invocation=invocation,
+            roles={r: p if cache is None else CachingProvider(p, cache) for r, p in roles.items()},
         )
         ACTIVE.append(engine)
         async with engine:
@@ -153,6 +239,8 @@ async def run_one(
         if cache is not None:
             cache.close()
         await provider.aclose()
+        for role_provider in roles.values():
+            await role_provider.aclose()
     if isinstance(sending, CachingProvider):
         print(f"cache: {sending.misses} requests sent, {sending.hits} answered from the cache")
     return result
@@ -165,7 +253,8 @@ def print_result(result: RunResult, label: str, engine: Engine | None) -> None:
     cost = engine.cost(u) if engine is not None else None
     cost_text = f"; cost ${cost:.4f}" if cost is not None else ""
     print(
-        f"coverage {100 * result.coverage:.1f}%  ({result.solved}/{result.n});  tokens: "
+        f"coverage {100 * result.coverage:.1f}%  ({result.covered}/{result.n});  accuracy "
+        f"{100 * result.accuracy:.1f}%  ({result.accurate}/{result.n});  tokens: "
         f"{u.input_tokens:,} input, {u.output_tokens:,} output, {u.thinking_tokens:,} thinking"
         f"{cost_text}"
     )
@@ -277,4 +366,27 @@ async def cmd_report(args: argparse.Namespace) -> int:
     print(report(args.run_dirs, args.plot))
     if args.plot is not None:
         print(f"plot: {args.plot}")
+    return 0
+
+
+async def cmd_serve(args: argparse.Namespace) -> int:
+    from ttc.adapters._serve import SimServer, options_from_args, serve_forever
+
+    options = options_from_args(args)
+    suite, items = suite_and_items(args)
+
+    def ready(server: SimServer) -> None:
+        limits = [
+            f"{name} {value:g}"
+            for name, value in (("rpm", options.rpm), ("tpm", options.tpm))
+            if value is not None
+        ]
+        print(
+            f"ttc serve: listening on {server.url} ({len(items)} {suite.name} questions; "
+            f"OpenAI base_url {server.base_url_openai}; "
+            f"limits: {', '.join(limits) or 'none'}; window {options.window:g} s)",
+            flush=True,
+        )
+
+    await serve_forever(options, suite, items, on_ready=ready)
     return 0

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ttc.engine._errors import ConfigError
 from ttc.engine._types import Sampling
 
+# The paper's main comparison (what `ttc compare` runs).
 METHODS = ("unif", "elim", "rand", "adpt")
+# Every named method `--method` accepts: the main four, then the appendix and ablation presets.
+PRESETS = (*METHODS, "da", "temp", "fixed-icl", "sc")
 NEIGHBOUR_MODES = ("solved", "fixed")
+# `truth`: the suite's verifier at γ; `reward`: an LLM judge; `consensus`: self-consistency.
+JUDGES = ("truth", "reward", "consensus")
 
 # Each field's command-line flag, so an error names what the user typed.
 FLAGS = {
@@ -30,6 +37,13 @@ FLAGS = {
     "verifier_workers": "--workers",
     "max_cost_usd": "--max-cost",
     "max_output_tokens": "--max-output-tokens",
+    "judge": "--judge",
+    "judge_threshold": "--judge-threshold",
+    "noise": "--noise",
+    "consensus": "--consensus",
+    "fewshot": "--fewshot",
+    "match_tokens": "--match-tokens",
+    "temp_step": "temp_step",
 }
 
 # Settings that may change when a run is resumed: limits, not the experiment.
@@ -63,6 +77,20 @@ class RunConfig:
     max_cost_usd: float | None = None
     max_output_tokens: int | None = None
     sampling: Sampling = field(default_factory=Sampling)
+    # How responses are judged; None: the method's own (`consensus` for sc, else `truth`).
+    judge: str | None = None
+    # The reward judge: a response is accepted at this share of the rubric's maximum score.
+    judge_threshold: float = 0.7
+    # Each binary verdict is flipped with this probability (section 5.3's noisy reward: 0.05).
+    noise: float = 0.0
+    # Self-consistency: resolved once this share of a question's extracted answers agree.
+    consensus: float = 0.75
+    # fixed-icl: the few-shot file (JSONL of {"question", "response"}); None: the suite's default.
+    fewshot: str | None = None
+    # unif and da: the output tokens to match (another run's total), instead of R x K per question.
+    match_tokens: int | None = None
+    # temp: the temperature rises by this much each round (from --temperature, default 0.3).
+    temp_step: float = 0.4
 
     def __post_init__(self) -> None:
         def bad(name: str, why: str) -> ConfigError:
@@ -77,8 +105,6 @@ class RunConfig:
             raise bad("p", "must be 0 or more")
         if not 0.0 < self.gamma <= 1.0:
             raise bad("gamma", "must be in (0, 1]")
-        if self.method not in METHODS:
-            raise bad("method", f"must be one of {', '.join(METHODS)}")
         if self.neighbours not in NEIGHBOUR_MODES:
             raise bad("neighbours", f"must be one of {', '.join(NEIGHBOUR_MODES)}")
         for name in ("rpm", "tpm", "max_cost_usd", "max_output_tokens"):
@@ -89,6 +115,54 @@ class RunConfig:
             raise bad("timeout_s", "must be positive")
         if self.verifier_workers < 0:
             raise bad("verifier_workers", "must be 0 or more")
+        self._check_method(bad)
+
+    def _check_method(self, bad: Callable[[str, str], ConfigError]) -> None:
+        """The method flags, and the combinations of them that mean something."""
+        if self.method not in PRESETS:
+            raise bad("method", f"must be one of {', '.join(PRESETS)}")
+        if self.judge is not None and self.judge not in JUDGES:
+            raise bad("judge", f"must be one of {', '.join(JUDGES)}")
+        if self.method == "sc" and self.judge not in (None, "consensus"):
+            raise bad("judge", "sc is judged by consensus; drop --judge or use another method")
+        if not 0.0 < self.judge_threshold <= 1.0:
+            raise bad("judge_threshold", "must be in (0, 1]")
+        if not 0.0 <= self.noise < 1.0:
+            raise bad("noise", "must be in [0, 1)")
+        if self.noise and self.judgement == "consensus":
+            raise bad("noise", "flips binary verdicts; a consensus judge gives none")
+        if not 0.0 < self.consensus <= 1.0:
+            raise bad("consensus", "must be in (0, 1]")
+        if self.fewshot is not None and self.method != "fixed-icl":
+            raise bad("fewshot", "only the fixed-icl method shows a fixed few-shot prompt")
+        if self.match_tokens is not None:
+            if self.method not in ("unif", "da"):
+                raise bad("match_tokens", "only unif and da take a matched token budget")
+            if not self.match_tokens > 0:
+                raise bad("match_tokens", "the matched run produced no output tokens")
+            if self.warmup_rounds < 1:
+                raise bad(
+                    "match_tokens", "needs --warmup >= 1 (the warm-up measures tokens per sample)"
+                )
+        if not (self.temp_step >= 0 and math.isfinite(self.temp_step)):
+            raise bad("temp_step", "must be a finite number >= 0")
+
+    @property
+    def judgement(self) -> str:
+        """The judge in effect: --judge, or the method's own."""
+        if self.judge is not None:
+            return self.judge
+        return "consensus" if self.method == "sc" else "truth"
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The models besides the policy that this method asks: `judge`, `difficulty`."""
+        needed = []
+        if self.judgement == "reward":
+            needed.append("judge")
+        if self.method == "da":
+            needed.append("difficulty")
+        return tuple(needed)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy, as written to the run directory."""
@@ -96,7 +170,8 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
-        """The inverse of `to_dict`; unknown keys are an error naming the key."""
+        """The inverse of `to_dict`; unknown keys are an error naming the key, missing keys take
+        their defaults (a run directory written before a field existed)."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:

@@ -1,11 +1,14 @@
 """The run loop: Algorithm 1 over rounds, with a barrier between rounds.
 
     for each round t:
-        rows  = every question in warm-up rounds, else allocation.active(t)
+        rows  = every question K times in warm-up rounds, else allocation.allocate(t)
+                (difficulty-aware allocation first has each question's difficulty rated, once)
         plan  = intervention.plan(t, rows) in adaptive rounds  # demonstrations per question
+        sampling = intervention.sampling(t)                    # e.g. a temperature schedule
         RoundRun: replay the journal's samples, send the rest (limiter → retries → provider),
-                  journal each as it lands, judge it in the verifier pool, account it
-        barrier: round totals; the newly solved questions join the FAISS index
+                  journal each as it lands, judge it in the verifier pool (and by the reward
+                  model, if the judgement has one), account it
+        barrier: round totals; questions new to the demonstration pool join the FAISS index
 
 The engine never calls `asyncio.run` and never touches the loop policy: `Engine.run` is an
 ordinary coroutine, so it embeds in any async service.
@@ -18,7 +21,7 @@ import dataclasses
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -27,17 +30,19 @@ from typing import Any
 import orjson
 
 from ttc.engine._config import FLAGS, OPERATIONAL, RunConfig
+from ttc.engine._difficulty import Estimates
 from ttc.engine._errors import ConfigError
-from ttc.engine._journal import Journal, SampleKey, completed_samples
+from ttc.engine._journal import Journal, SampleKey, completed_samples, difficulty_ratings
+from ttc.engine._judges import RoleCaller
 from ttc.engine._limiter import Limiter
 from ttc.engine._neighbours import Retrieval
 from ttc.engine._prices import Price, price_for
 from ttc.engine._progress import Progress
 from ttc.engine._retry import RetryPolicy
-from ttc.engine._round import RoundRun
+from ttc.engine._round import RoundRun, count_into
 from ttc.engine._rundir import RunDir
 from ttc.engine._state import QuestionRecord, RoundStats, RunState
-from ttc.engine._strategy import DemoPlan, Strategy, preset
+from ttc.engine._strategy import Allotment, DemoPlan, Strategy, preset
 from ttc.engine._types import Embedder, FloatArray, Item, Provider, Suite, Usage
 from ttc.engine._verify import VerifierPool
 
@@ -58,18 +63,42 @@ class RunResult:
     rounds: list[RoundStats]
     wall_s: float
     out_dir: Path | None
+    state: RunState | None = None
 
     @property
     def n(self) -> int:
         return len(self.items)
 
     @property
+    def _state(self) -> RunState:
+        if self.state is not None:
+            return self.state
+        state = RunState(self.items)
+        state.records = self.records
+        return state
+
+    @property
     def solved(self) -> int:
-        return sum(rec.solved for rec in self.records)
+        """Questions the judgement resolved (for ground truth: solved)."""
+        return self._state.solved_count()
+
+    @property
+    def covered(self) -> int:
+        """Questions with a ground-truth-correct response."""
+        return self._state.covered_count()
 
     @property
     def coverage(self) -> float:
-        return self.solved / self.n if self.n else 0.0
+        return self.covered / self.n if self.n else 0.0
+
+    @property
+    def accurate(self) -> int:
+        """Questions whose selected final answer is correct by ground truth."""
+        return self._state.accurate_count()
+
+    @property
+    def accuracy(self) -> float:
+        return self.accurate / self.n if self.n else 0.0
 
     @property
     def usage(self) -> Usage:
@@ -79,10 +108,9 @@ class RunResult:
         return total
 
     def response(self, item_id: str) -> str | None:
-        """ỹ of a question, if it was solved."""
+        """ỹ of a question, if it has one (for ground truth: its first passing response)."""
         row = next(i for i, item in enumerate(self.items) if item.id == item_id)
-        fp = self.records[row].first_pass
-        return None if fp is None else fp[2]
+        return self._state.response(row)
 
 
 class Engine:
@@ -103,11 +131,14 @@ class Engine:
         price: Price | None = None,
         progress: Progress | None = None,
         invocation: dict[str, Any] | None = None,
+        roles: Mapping[str, Provider] | None = None,
     ) -> None:
         self.provider = provider
         self.suite = suite
         self.config = config or RunConfig()
-        self.strategy = strategy or preset(self.config)
+        self.strategy = strategy or preset(self.config, suite.name)
+        # The models besides the policy: `judge` (the reward model), `difficulty` (da).
+        self.roles = dict(roles or {})
         self.rundir = RunDir(Path(out_dir)) if out_dir is not None else None
         self.resume = resume
         self._embedder_spec = embedder
@@ -122,6 +153,18 @@ class Engine:
         self.running = False
         self._mean_output = 512.0
         self._outputs_seen = 0
+        self.scorer = self._caller("judge") if self.strategy.judgement.reward_model else None
+        rates = self.strategy.allocation.needs_difficulty
+        self._rater = self._caller("difficulty") if rates else None
+        self.estimates: Estimates | None = None
+
+    def _caller(self, role: str) -> RoleCaller:
+        provider = self.roles.get(role)
+        if provider is None:
+            flag = {"judge": "--judge-model", "difficulty": "--difficulty-model"}[role]
+            raise ConfigError(f"{flag}: this method needs a {role} model; none was given")
+        cfg = self.config
+        return RoleCaller(provider, cfg.concurrency, self.retry, cfg.timeout_s, cfg.seed)
 
     def stop(self, reason: str) -> None:
         """Stop dispatching: requests in flight finish and are recorded, nothing new is sent."""
@@ -162,7 +205,7 @@ class Engine:
         items = list(self.suite.items() if items is None else items)
         if not items:
             raise ConfigError("the test set is empty")
-        state = RunState(items)
+        state = RunState(items, self.strategy.judgement)
         cfg = self.config
         needs_vectors = self.strategy.needs_embeddings and cfg.rounds > cfg.warmup_rounds
         if self.rundir is not None and self.rundir.path.exists() and not self.rundir.path.is_dir():
@@ -180,6 +223,14 @@ class Engine:
             self.verifiers.start()
             began = True
             self.running = True
+            if self._rater is not None:
+                known = {}
+                if done and self.rundir is not None:
+                    known = difficulty_ratings(self.rundir.journal_path)
+                emit = journal_emit(lambda: journal)
+                self.estimates = Estimates(
+                    self._rater, emit, known, cfg.concurrency, lambda: self.stopped is not None
+                )
             if self.rundir is not None:
                 journal = Journal(self.rundir.journal_path).open()
                 journal.append({"ev": "start", "resumed": bool(done), "t": time.time()})
@@ -216,8 +267,7 @@ class Engine:
             self.running = False
             for stats in state.rounds:
                 if not stats.complete:  # stopped mid-round: report the round as it stood
-                    stats.solved = state.solved_count()
-                    stats.coverage = stats.solved / state.n
+                    count_into(state, stats)
             await self.progress.stop()
             if embedding is not None and not embedding.done():
                 embedding.cancel()
@@ -225,12 +275,12 @@ class Engine:
             if journal is not None:
                 journal.close()
             if began and self.rundir is not None:
-                self.rundir.write_results(state, self._summary_extra(), wall, self.cost)
+                self.rundir.write_results(state, self._summary_extra(state), wall, self.cost)
             if handler is not None and self.rundir is not None:
                 self.rundir.detach_log(handler)
             if owns_pool:
                 await self.verifiers.aclose()
-        return RunResult(state.items, state.records, state.rounds, wall, self._out_path())
+        return RunResult(state.items, state.records, state.rounds, wall, self._out_path(), state)
 
     async def _round(
         self,
@@ -240,16 +290,22 @@ class Engine:
         journal: Journal | None,
         done: dict[SampleKey, dict[str, Any]],
     ) -> None:
-        t = stats.round
+        t, k = stats.round, self.config.k
+        strategy = self.strategy
         # Algorithm 1's warm-up samples every question ("for each x in S"); the allocation
         # decides from the first adaptive round on.
-        adaptive = stats.adaptive
-        rows = self.strategy.allocation.active(t, state) if adaptive else list(range(state.n))
+        allotment: Allotment = dict.fromkeys(range(state.n), k)
+        if stats.adaptive:
+            if self.estimates is not None and not state.difficulty:
+                await self.estimates.rate(state, state.unsolved_rows())
+            allotment = strategy.allocation.allocate(t, state, k)
         plan: DemoPlan = {}
-        if stats.adaptive and rows:
+        if stats.adaptive and allotment:
             hood = retrieval if retrieval is not None else _NoRetrieval()
-            plan = await asyncio.to_thread(self.strategy.intervention.plan, t, rows, state, hood)
-        await RoundRun(self, state, stats, journal, done).run(rows, plan)
+            rows = list(allotment)
+            plan = await asyncio.to_thread(strategy.intervention.plan, t, rows, state, hood)
+        sampling = strategy.intervention.sampling(t, self.config.sampling)
+        await RoundRun(self, state, stats, journal, done).run(allotment, plan, sampling)
 
     def _end_round(self, stats: RoundStats, journal: Journal | None) -> None:
         log.info(
@@ -301,14 +357,17 @@ class Engine:
     def _check_same_run(self, before: dict[str, Any], now: dict[str, Any]) -> None:
         """A resumed run must be the same experiment; limits and timeouts may change."""
         operational = OPERATIONAL
+        # A key the old config lacks was written before the setting existed: its default.
+        defaults = RunConfig().to_dict()
         old_cfg, new_cfg = before.get("config", {}), now["config"]
         for key in sorted(set(old_cfg) | set(new_cfg)):
-            if key not in operational and old_cfg.get(key) != new_cfg.get(key):
+            old = old_cfg.get(key, defaults.get(key))
+            if key not in operational and old != new_cfg.get(key):
                 raise ConfigError(
                     f"{FLAGS.get(key, key)}: the run in {self._out_path()} used "
-                    f"{old_cfg.get(key)!r}, not {new_cfg.get(key)!r}; a resumed run must match"
+                    f"{old!r}, not {new_cfg.get(key)!r}; a resumed run must match"
                 )
-        for key in ("suite", "items", "items_sha256", "provider", "model", "strategy"):
+        for key in ("suite", "items", "items_sha256", "provider", "model", "strategy", "roles"):
             if before.get(key) != now.get(key):
                 raise ConfigError(
                     f"--resume: the run in {self._out_path()} had a different {key} "
@@ -352,11 +411,8 @@ class Engine:
             digest.update(f"{item.id}\0{item.question}\0{item.reference}\n".encode())
         return {
             "config": self.config.to_dict(),
-            "strategy": {
-                "allocation": self.strategy.allocation.name,
-                "intervention": self.strategy.intervention.name,
-                "judgement": self.strategy.judgement.name,
-            },
+            "strategy": self.strategy.describe(),
+            "roles": self._describe_roles() or None,
             "provider": self.provider.name,
             "model": self.provider.model,
             "suite": self.suite.name,
@@ -366,12 +422,39 @@ class Engine:
             "ttc_version": __version__,
         }
 
-    def _summary_extra(self) -> dict[str, Any]:
+    def _describe_roles(self) -> dict[str, dict[str, str]]:
+        return {
+            role: {"provider": p.name, "model": p.model} for role, p in sorted(self.roles.items())
+        }
+
+    def _role_stats(self, state: RunState) -> dict[str, Any]:
+        """What each role model did: calls, tokens (not in the run's tokens or cost), failures."""
+        roles: dict[str, Any] = {}
+        described = self._describe_roles()
+        if self.scorer is not None:
+            u = state.judge_usage()
+            roles["judge"] = {
+                **described.get("judge", {}),
+                "calls": sum(s.judge_calls for s in state.rounds),
+                "unparsed": sum(s.judge_unparsed for s in state.rounds),
+                "errors": sum(s.judge_errors for s in state.rounds),
+                "retries": self.scorer.retries,
+                "input_tokens": u.input_tokens,
+                "output_tokens": u.output_tokens,
+                "thinking_tokens": u.thinking_tokens,
+            }
+        if self.estimates is not None:
+            roles["difficulty"] = {**described.get("difficulty", {}), **self.estimates.stats()}
+        return roles
+
+    def _summary_extra(self, state: RunState) -> dict[str, Any]:
         extra: dict[str, Any] = {
             "provider": self.provider.name,
             "model": self.provider.model,
             "suite": self.suite.name,
             "method": self.config.method,
+            "judgement": self.strategy.judgement.name,
+            "roles": self._role_stats(state),
             "rounds_planned": self.config.rounds,
             "stopped": self.stopped,
             "price_per_million": None if self.price is None else dataclasses.asdict(self.price),
@@ -386,6 +469,17 @@ SIM_NOTE = (
     "simulated: these numbers come from the offline sim provider; they measure the engine's "
     "machinery, not the method"
 )
+
+
+def journal_emit(current: Callable[[], Journal | None]) -> Callable[[dict[str, Any]], None]:
+    """Appends an event to the run's journal, if it has one (opened later than the caller)."""
+
+    def emit(event: dict[str, Any]) -> None:
+        journal = current()
+        if journal is not None:
+            journal.append(event)
+
+    return emit
 
 
 class _NoRetrieval:

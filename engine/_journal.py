@@ -4,7 +4,11 @@ Event kinds (`ev`):
 - `start`: a run (or a resumed run) began.
 - `sample`: one planned sample landed, written the moment it lands: its text, usage, attempts and
   the demonstrations it was shown, or its final error. Keyed by (round, item, k).
-- `verdict`: the verifier's judgement of a landed sample (score, extracted answer, passed).
+- `verdict`: the verifier's judgement of a landed sample (score, extracted answer), whether it is
+  correct (score >= γ) and whether the run's judgement accepted it (`passed`).
+- `judge`: the reward model's rating of a landed sample (the share of the scale it gave, its reply
+  and usage), before its `verdict`; only with `--judge reward`.
+- `difficulty`: the difficulty model's rating of a question (da), asked once per question.
 - `retry`: one failed attempt that will be retried (kind, message, delay).
 - `round`: a round's totals, written at its barrier.
 
@@ -56,12 +60,13 @@ _SAMPLE_FIELDS = ("round", "item", "k", "ok", "text", "usage")
 def completed_samples(path: Path) -> dict[SampleKey, dict[str, Any]]:
     """The samples of a journal that have a response, keyed by (round, item id, k).
 
-    A sample's `verdict` event, when there is one, is merged into it (`score`, `answer`, `passed`).
+    A sample's `verdict` event, when there is one, is merged into it (`score`, `answer`), and its
+    answered `judge` event is kept whole under `judge`.
     """
     done: dict[SampleKey, dict[str, Any]] = {}
     for lineno, event in enumerate(read_journal(path), start=1):
         kind = event["ev"]
-        if kind not in ("sample", "verdict"):
+        if kind not in ("sample", "verdict", "judge"):
             continue
         try:
             key = (int(event["round"]), str(event["item"]), int(event["k"]))
@@ -72,9 +77,29 @@ def completed_samples(path: Path) -> dict[SampleKey, dict[str, Any]]:
                 done[key] = dict(event)
             elif kind == "verdict" and key in done:
                 done[key].update(score=float(event["score"]), answer=event.get("answer"))
+            elif kind == "judge" and key in done and event.get("ok"):
+                [int(u) for u in event["usage"]]  # checked here, so replay can trust it
+                done[key]["judge"] = event
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"{path}: {kind} event #{lineno} lacks a valid {exc}") from exc
     return done
+
+
+def difficulty_ratings(path: Path) -> dict[str, dict[str, Any]]:
+    """The answered `difficulty` events of a journal, by item id (the last one of each)."""
+    found: dict[str, dict[str, Any]] = {}
+    for lineno, event in enumerate(read_journal(path), start=1):
+        if event["ev"] != "difficulty" or not event.get("ok"):
+            continue
+        try:
+            [int(u) for u in event["usage"]]
+            rating = event.get("rating")
+            if rating is not None:
+                float(rating)
+            found[str(event["item"])] = event
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"{path}: difficulty event #{lineno} lacks a valid {exc}") from exc
+    return found
 
 
 class Journal:

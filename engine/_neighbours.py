@@ -1,4 +1,5 @@
-"""The engine's view of retrieval: neighbours among questions that have a ỹ.
+"""The engine's view of retrieval: neighbours among questions that have a ỹ (the demonstration
+pool: the solved questions under ground truth; see `ttc.engine._judges` for the others).
 
 Question embeddings are computed once per run (and cached in the run directory); the FAISS index
 of solved questions grows at each round barrier, never within a round, so a round's prompts do
@@ -31,8 +32,8 @@ class Retrieval:
         self.sync()
 
     def sync(self) -> None:
-        """Index every question solved so far (called at round barriers)."""
-        self.index.add([row for row in self.state.solved_rows() if row not in self.index])
+        """Index every question in the demonstration pool so far (called at round barriers)."""
+        self.index.add([row for row in self.state.demo_rows() if row not in self.index])
 
     def similar_solved(self, rows: Sequence[int], p: int) -> DemoPlan:
         if p == 0 or len(self.index) == 0:
@@ -51,6 +52,6 @@ class Retrieval:
             plan[row] = [
                 (int(r), float(self.vectors[row] @ self.vectors[r]))
                 for r in self._fixed[row]
-                if r >= 0 and self.state.is_solved(int(r))
+                if r >= 0 and self.state.has_demo(int(r))
             ]
         return plan

@@ -83,7 +83,8 @@ class Progress:
         return sum(count for _, count in self._done_at) * 60.0 / span
 
     def line(self) -> str:
-        """The status line: round, done/planned, solved, tokens, cost, rate, errors, ETA."""
+        """The status line: round, done/planned, solved and coverage, tokens, cost, rate, errors,
+        ETA."""
         state = self._state
         if state is None or not state.rounds:
             return "starting"
@@ -94,6 +95,7 @@ class Progress:
         retries = sum(s.retries for s in state.rounds)
         limited = sum(s.rate_limited for s in state.rounds)
         solved = state.solved_count()
+        covered = state.covered_count()
         planned = stats.planned
         rate = self.per_minute()
         remaining = planned - stats.samples
@@ -103,8 +105,8 @@ class Progress:
         # Before its samples are planned, a round is choosing demonstrations.
         done = f"{stats.samples}/{planned}" if planned else "planning"
         return (
-            f"round {stats.round}/{self._rounds} {done} | solved {solved}/"
-            f"{state.n} ({100 * solved / state.n:.1f}%) | tokens in {usage.input_tokens:,} out "
+            f"round {stats.round}/{self._rounds} {done} | solved {solved}/{state.n}, coverage "
+            f"{100 * covered / state.n:.1f}% | tokens in {usage.input_tokens:,} out "
             f"{usage.output_tokens:,} think {usage.thinking_tokens:,} | {cost_text} | "
             f"{rate:.0f} req/min | 429s {limited} retries {retries} | ETA {eta}"
         )

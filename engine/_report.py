@@ -24,7 +24,10 @@ def round_row(s: RoundStats) -> dict[str, Any]:
         "passed": s.passed,
         "newly_solved": s.newly_solved,
         "solved": s.solved,
+        "covered": s.covered,
         "coverage": s.coverage,
+        "accurate": s.accurate,
+        "accuracy": s.accuracy,
         "input_tokens": s.usage.input_tokens,
         "output_tokens": s.usage.output_tokens,
         "thinking_tokens": s.usage.thinking_tokens,
@@ -33,7 +36,23 @@ def round_row(s: RoundStats) -> dict[str, Any]:
         "rate_limited": s.rate_limited,
         "wall_s": round(s.wall_s, 3),
         "complete": s.complete,
+        "judge_calls": s.judge_calls,
+        "judge_input_tokens": s.judge_usage.input_tokens,
+        "judge_output_tokens": s.judge_usage.output_tokens,
+        "judge_thinking_tokens": s.judge_usage.thinking_tokens,
+        "judge_unparsed": s.judge_unparsed,
+        "judge_errors": s.judge_errors,
     }
+
+
+def accuracy_of(r: RoundRow) -> float | None:
+    """A round's accuracy; None for a summary written before accuracy was recorded."""
+    value = r.get("accuracy")
+    return None if value is None else float(value)
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -47,14 +66,19 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def round_table(rounds: Sequence[RoundRow]) -> str:
-    """The per-round table: round, active, solved, coverage, requests, output tokens."""
-    header = ["round", "active", "solved", "coverage %", "requests", "output tokens"]
+    """The per-round table: round, active, solved, coverage, accuracy, requests, output tokens.
+
+    `solved` counts the questions the judgement resolved; coverage (some response correct) and
+    accuracy (the selected answer correct) are by ground truth.
+    """
+    header = ["round", "active", "solved", "coverage %", "accuracy %", "requests", "output tokens"]
     rows = [
         [
             str(r["round"]) + ("" if r["adaptive"] else " (warm-up)"),
             str(r["active"]),
             str(r["solved"]),
             f"{100 * r['coverage']:.1f}",
+            _percent(accuracy_of(r)),
             str(r["requests"] + r.get("replayed", 0)),
             f"{r['output_tokens']:,}",
         ]
@@ -64,16 +88,24 @@ def round_table(rounds: Sequence[RoundRow]) -> str:
 
 
 def compare_table(runs: Mapping[str, Sequence[RoundRow]]) -> str:
-    """Per method: coverage after each round, then total output tokens and requests."""
+    """Per method: coverage and accuracy after each round, then total output tokens and requests."""
     n_rounds = max((len(r) for r in runs.values()), default=0)
-    header = ["method", *[f"R{i + 1} cov %" for i in range(n_rounds)], "output tokens", "requests"]
+    header = [
+        "method",
+        *[f"R{i + 1} cov %" for i in range(n_rounds)],
+        *[f"R{i + 1} acc %" for i in range(n_rounds)],
+        "output tokens",
+        "requests",
+    ]
     rows = []
     for method, rounds in runs.items():
         cov = [f"{100 * r['coverage']:.1f}" for r in rounds]
         cov += [""] * (n_rounds - len(cov))
+        acc = [_percent(accuracy_of(r)) for r in rounds]
+        acc += [""] * (n_rounds - len(acc))
         out = sum(int(r["output_tokens"]) for r in rounds)
         req = sum(int(r["requests"]) + int(r.get("replayed", 0)) for r in rounds)
-        rows.append([method, *cov, f"{out:,}", str(req)])
+        rows.append([method, *cov, *acc, f"{out:,}", str(req)])
     return _table(header, rows)
 
 

@@ -1,9 +1,12 @@
 """The run directory: everything one run produced, in one place.
 
-config.json      the resolved config, provider, suite, data checksum, package version
-journal.jsonl    append-only events: every sample, retry and round (see _journal)
-results.jsonl    one line per question: solved, ỹ, samples, tokens
-summary.json     coverage and input/output/thinking tokens per round, wall time
+config.json      the resolved config and strategy, provider (and role models), suite, data
+                 checksum, package version
+journal.jsonl    append-only events: every sample, rating, verdict, retry and round (see _journal)
+results.jsonl    one line per question: resolved, ỹ, covered, the selected answer and whether it
+                 is correct, samples, tokens
+summary.json     coverage, accuracy and input/output/thinking tokens per round, role models'
+                 tokens, wall time
 embeddings.npy   the question embeddings of this run (with a .json sidecar)
 run.log          the run's log lines
 """
@@ -18,8 +21,9 @@ from typing import Any
 
 import orjson
 
+from ttc.engine._errors import ConfigError
 from ttc.engine._report import round_row
-from ttc.engine._state import RunState
+from ttc.engine._state import QuestionRecord, RunState
 from ttc.engine._types import Usage
 
 _JSON = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
@@ -41,13 +45,24 @@ def write_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
 
 
 def _result_lines(state: RunState) -> Iterator[bytes]:
+    rules = state.rules
     for item, rec in zip(state.items, state.records, strict=True):
-        fp = rec.first_pass
+        resolved = rules.resolved(rec)
+        demo = rules.demo(rec)
+        chosen = rules.selected(rec)
         record = {
             "id": item.id,
-            "solved": fp is not None,
-            "response": None if fp is None else fp[2],
-            "solved_round": None if fp is None else fp[0],
+            # Resolved by the run's judgement (for ground truth: solved), and ỹ: the response it
+            # shows as a demonstration (for ground truth: the first passing one).
+            "solved": resolved,
+            "response": None if demo is None else demo.text,
+            "solved_round": _resolved_round(rec, resolved),
+            # Ground truth: some response is correct (coverage); the selected final answer, and
+            # whether it is correct (accuracy).
+            "covered": rec.covered,
+            "answer": None if chosen is None else chosen.answer,
+            "answer_round": None if chosen is None else chosen.round,
+            "accurate": chosen is not None and chosen.correct,
             "samples": rec.samples,
             "errors": rec.errors,
             "input_tokens": rec.usage.input_tokens,
@@ -55,6 +70,15 @@ def _result_lines(state: RunState) -> Iterator[bytes]:
             "thinking_tokens": rec.usage.thinking_tokens,
         }
         yield orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def _resolved_round(rec: QuestionRecord, resolved: bool) -> int | None:
+    if not resolved:
+        return None
+    if rec.accepted is not None:
+        return rec.accepted.round
+    # Consensus: resolved at the latest round any of its responses came from.
+    return rec.recent.round if rec.recent is not None else None
 
 
 class RunDir:
@@ -112,12 +136,16 @@ class RunDir:
         """results.jsonl (one line per question) and summary.json (per-round totals)."""
         write_atomic(self.results_path, _result_lines(state))
         total = state.total_usage()
-        solved = state.solved_count()
+        n = state.n
+        covered, accurate = state.covered_count(), state.accurate_count()
         summary = {
             **extra,
-            "questions": state.n,
-            "solved": solved,
-            "coverage": solved / state.n if state.n else 0.0,
+            "questions": n,
+            "solved": state.solved_count(),
+            "covered": covered,
+            "coverage": covered / n if n else 0.0,
+            "accurate": accurate,
+            "accuracy": accurate / n if n else 0.0,
             "rounds_completed": sum(s.complete for s in state.rounds),
             "complete": bool(state.rounds)
             and all(s.complete for s in state.rounds)
@@ -130,3 +158,24 @@ class RunDir:
             "rounds": [{**round_row(s), "cost_usd": cost(s.usage)} for s in state.rounds],
         }
         write_atomic(self.summary_path, orjson.dumps(summary, option=_JSON))
+
+
+def output_tokens_of(run_dir: Path) -> int:
+    """The output tokens another run produced (its summary.json), to match a budget to them."""
+    path = Path(run_dir) / "summary.json"
+    try:
+        summary = orjson.loads(path.read_bytes())
+        tokens = int(summary["output_tokens"])
+    except FileNotFoundError:
+        raise ConfigError(f"--match-tokens: {path} does not exist; name a run directory") from None
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"--match-tokens: cannot read output_tokens from {path} ({exc})"
+        ) from None
+    if not summary.get("complete", False):
+        logging.getLogger("ttc").warning(
+            "--match-tokens: the run in %s did not complete; matching its %s output tokens so far",
+            run_dir,
+            f"{tokens:,}",
+        )
+    return tokens

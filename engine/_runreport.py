@@ -1,6 +1,7 @@
 """`ttc report`: the per-round table and the coverage plot of one or several run directories.
 
-The numbers come from summary.json (tokens, coverage, cost, wall time per round); errors and
+The numbers come from summary.json (tokens, coverage, accuracy, cost, wall time per round, and
+what role models such as a reward judge consumed); errors and
 retries by kind come from the journal, which records each one with its kind. A resumed run's
 journal holds every session: a sample's error counts only if it is the last word on that sample
 (a sample that failed and was sent again on resume is judged by its new outcome), while every
@@ -19,7 +20,7 @@ import orjson
 
 from ttc.engine._errors import DataError
 from ttc.engine._journal import read_journal
-from ttc.engine._report import _table, plot_coverage
+from ttc.engine._report import _percent, _table, accuracy_of, plot_coverage
 
 SIM_SHORT = "simulated: measures the machinery, not the method"
 
@@ -56,6 +57,12 @@ class RunReport:
     # Per round number: {error kind: count}.
     errors: ErrorCounts
     retries: ErrorCounts
+    judgement: str = "ground-truth"
+    # Role models (judge, difficulty): their calls and tokens, as summary.json has them.
+    roles: Mapping[str, Mapping[str, Any]] | None = None
+    # The run's final counts as summary.json has them (None in summaries that predate them).
+    covered: int | None = None
+    accurate: int | None = None
 
     def cost(self, row: Mapping[str, Any]) -> float | None:
         """One round's cost in USD, or None when the run recorded no price."""
@@ -159,7 +166,15 @@ def load_run(path: Path) -> RunReport:
         wall_s=float(summary.get("wall_s", 0.0)),
         errors=errors,
         retries=retries,
+        judgement=str(summary.get("judgement", "ground-truth")),
+        roles=summary.get("roles") or None,
+        covered=_int_or_none(summary.get("covered")),
+        accurate=_int_or_none(summary.get("accurate")),
     )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _kinds(counts: Mapping[str, int]) -> str:
@@ -185,6 +200,8 @@ def _header(run: RunReport) -> str:
         state,
         f"wall {run.wall_s:.1f} s",
     ]
+    if run.judgement != "ground-truth":
+        parts.append(f"judged by {run.judgement}")
     if run.simulated:
         parts.append(SIM_SHORT)
     return "; ".join(parts)
@@ -196,6 +213,7 @@ def _block(run: RunReport) -> str:
         "active",
         "solved",
         "coverage %",
+        "accuracy %",
         "requests",
         "input",
         "output",
@@ -219,6 +237,7 @@ def _block(run: RunReport) -> str:
                 str(r["active"]),
                 str(r["solved"]),
                 f"{100 * float(r['coverage']):.1f}",
+                _percent(accuracy_of(r)),
                 # Samples replayed from the journal on resume were bought by an earlier session.
                 str(int(r["requests"]) + int(r.get("replayed", 0))),
                 f"{int(r['input_tokens']):,}",
@@ -241,16 +260,33 @@ def _totals(run: RunReport) -> str:
     tokens = [
         sum(int(r[k]) for r in rs) for k in ("input_tokens", "output_tokens", "thinking_tokens")
     ]
-    solved = int(rs[-1]["solved"]) if rs else 0
-    coverage = 100 * solved / run.questions if run.questions else 0.0
+    last = rs[-1] if rs else {}
+    covered = run.covered if run.covered is not None else int(last.get("solved", 0))
+    n = run.questions
+    coverage = 100 * covered / n if n else 0.0
+    accuracy = ""
+    if run.accurate is not None:
+        accuracy = f"accuracy {100 * run.accurate / n if n else 0.0:.1f}% ({run.accurate}/{n}); "
     cost = run.cost_usd
     return (
-        f"total: coverage {coverage:.1f}% ({solved}/{run.questions}); {requests} requests; "
+        f"total: coverage {coverage:.1f}% ({covered}/{n}); {accuracy}{requests} requests; "
         f"tokens {tokens[0]:,} input, {tokens[1]:,} output, {tokens[2]:,} thinking; "
         f"cost {'-' if cost is None else f'${cost:.4f}'}; "
         f"errors: {_kinds(_sum_kinds(run.errors, numbers))}; "
-        f"retries: {_kinds(_sum_kinds(run.retries, numbers))}"
+        f"retries: {_kinds(_sum_kinds(run.retries, numbers))}" + _role_totals(run)
     )
+
+
+def _role_totals(run: RunReport) -> str:
+    """One clause per role model: its calls, tokens and unreadable replies (not in the cost)."""
+    parts = []
+    for role, r in (run.roles or {}).items():
+        parts.append(
+            f"; {role} model {r.get('model', '?')}: {int(r.get('calls', 0))} calls, tokens "
+            f"{int(r.get('input_tokens', 0)):,} input, {int(r.get('output_tokens', 0)):,} output, "
+            f"{int(r.get('unparsed', 0))} unparsed, {int(r.get('errors', 0))} failed"
+        )
+    return "".join(parts)
 
 
 def report_table(runs: Sequence[RunReport]) -> str:

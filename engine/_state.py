@@ -1,7 +1,10 @@
 """Run state: one record per question, updated sample by sample, eliminated at the round barrier.
 
-Each question keeps its own progress (samples, tokens, first passing response), so a barrier-free
-scheduler can later be added without reshaping the state.
+Each question keeps its own progress (samples, tokens, the responses its judgement may select),
+so a barrier-free scheduler can later be added without reshaping the state. What a record keeps
+is generic: the first accepted response, the most recent, the highest-rewarded, a tally of
+extracted answers. Which of them resolves the question, serves as its demonstration ỹ(x) and
+is its final answer is the judgement's rule (`ttc.engine._judges`), read through `RunState`.
 """
 
 from __future__ import annotations
@@ -9,9 +12,52 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ttc.engine._errors import DataError
 from ttc.engine._types import Item, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class Pick:
+    """One response as the run remembers it: where it came from, what it said, how it was judged.
+
+    `text` is kept only where the judgement may show or report it; `correct` is the ground
+    truth (the suite's verifier at γ) whatever the judgement, for coverage and accuracy.
+    """
+
+    round: int
+    k: int
+    text: str | None
+    answer: str | None
+    correct: bool
+    reward: float | None = None
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """(round, k): the order of responses, whatever order they landed in."""
+        return (self.round, self.k)
+
+
+@dataclass(slots=True)
+class Tally:
+    """One extracted answer of a question: how many responses gave it, and the first that did."""
+
+    count: int
+    first: Pick
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """What a judgement sees of one response: the ground-truth verdict and the reward, if any."""
+
+    item_id: str
+    round: int
+    k: int
+    score: float
+    answer: str | None
+    # The reward model's score in [0, 1]; None when no reward model judged the response.
+    reward: float | None = None
 
 
 @dataclass(slots=True)
@@ -21,12 +67,64 @@ class QuestionRecord:
     samples: int = 0
     errors: int = 0
     usage: Usage = field(default_factory=Usage)
-    # ỹ(x): the first passing response in (round, k) order, whatever order the samples landed in.
-    first_pass: tuple[int, int, str] | None = None
+    # The first accepted response in (round, k) order, whatever order the samples landed in.
+    accepted: Pick | None = None
+    # The most recent response in (round, k) order.
+    recent: Pick | None = None
+    # The highest reward (the earliest of equals), when a reward model judges.
+    best: Pick | None = None
+    # Extracted answer -> its tally, when the judgement is self-consistency.
+    tally: dict[str, Tally] | None = None
+    # The first round with a ground-truth-correct response (coverage), if any.
+    covered_round: int | None = None
 
     @property
-    def solved(self) -> bool:
-        return self.first_pass is not None
+    def first_pass(self) -> tuple[int, int, str] | None:
+        """(round, k, text) of the first accepted response."""
+        a = self.accepted
+        return None if a is None or a.text is None else (a.round, a.k, a.text)
+
+    @property
+    def covered(self) -> bool:
+        return self.covered_round is not None
+
+    def majority(self) -> Tally | None:
+        """The most frequent answer; ties go to the answer given first in (round, k) order."""
+        if not self.tally:
+            return None
+        return max(self.tally.values(), key=lambda t: (t.count, (-t.first.round, -t.first.k)))
+
+
+class Rules(Protocol):
+    """What the state asks of a judgement (see `ttc.engine._judges`)."""
+
+    @property
+    def keeps_recent(self) -> bool: ...
+
+    @property
+    def tallies(self) -> bool: ...
+
+    def resolved(self, rec: QuestionRecord) -> bool: ...
+
+    def demo(self, rec: QuestionRecord) -> Pick | None: ...
+
+    def selected(self, rec: QuestionRecord) -> Pick | None: ...
+
+
+class _FirstAccepted:
+    """The ground-truth rules, for a state built without a judgement."""
+
+    keeps_recent = False
+    tallies = False
+
+    def resolved(self, rec: QuestionRecord) -> bool:
+        return rec.accepted is not None
+
+    def demo(self, rec: QuestionRecord) -> Pick | None:
+        return rec.accepted
+
+    def selected(self, rec: QuestionRecord) -> Pick | None:
+        return rec.accepted or rec.recent
 
 
 @dataclass(slots=True)
@@ -39,16 +137,28 @@ class RoundStats:
     planned: int = 0
     requests: int = 0
     samples: int = 0
+    # Samples the judgement accepted.
     passed: int = 0
     newly_solved: int = 0
+    # Questions the judgement has resolved (eliminated under elimination), at the barrier.
     solved: int = 0
+    # Ground truth at the barrier: questions with a correct response, and with a correct
+    # selected answer.
+    covered: int = 0
     coverage: float = 0.0
+    accurate: int = 0
+    accuracy: float = 0.0
     usage: Usage = field(default_factory=Usage)
     errors: int = 0
     retries: int = 0
     rate_limited: int = 0
     replayed: int = 0
     wall_s: float = 0.0
+    # The reward model's calls on this round's responses (journaled calls replayed included).
+    judge_calls: int = 0
+    judge_usage: Usage = field(default_factory=Usage)
+    judge_unparsed: int = 0
+    judge_errors: int = 0
     # False while the round runs, and for a round the run was stopped in.
     complete: bool = False
 
@@ -56,56 +166,132 @@ class RoundStats:
 class RunState:
     """The per-question records of a run, indexed by row (the item's position)."""
 
-    def __init__(self, items: Sequence[Item]) -> None:
+    def __init__(self, items: Sequence[Item], rules: Rules | None = None) -> None:
         self.items = list(items)
         self.rows = {item.id: row for row, item in enumerate(self.items)}
         if len(self.rows) != len(self.items):
             counts = Counter(item.id for item in self.items)
             dup = next(item_id for item_id, c in counts.items() if c > 1)
             raise DataError(f"duplicate item id {dup!r}")
+        self.rules: Rules = rules or _FirstAccepted()
         self.records = [QuestionRecord() for _ in self.items]
         self.rounds: list[RoundStats] = []
+        # Difficulty-aware allocation: each question's estimated difficulty, by row.
+        self.difficulty: dict[int, float] = {}
 
     @property
     def n(self) -> int:
         return len(self.items)
 
     def is_solved(self, row: int) -> bool:
-        return self.records[row].first_pass is not None
+        """Whether the judgement has resolved the question (elimination drops it)."""
+        return self.rules.resolved(self.records[row])
 
     def unsolved_rows(self) -> list[int]:
-        return [row for row, rec in enumerate(self.records) if rec.first_pass is None]
+        resolved = self.rules.resolved
+        return [row for row, rec in enumerate(self.records) if not resolved(rec)]
 
     def solved_rows(self) -> list[int]:
-        return [row for row, rec in enumerate(self.records) if rec.first_pass is not None]
+        resolved = self.rules.resolved
+        return [row for row, rec in enumerate(self.records) if resolved(rec)]
 
     def solved_count(self) -> int:
-        return sum(rec.first_pass is not None for rec in self.records)
+        resolved = self.rules.resolved
+        return sum(resolved(rec) for rec in self.records)
+
+    def has_demo(self, row: int) -> bool:
+        """Whether the question is in the demonstration pool (it has a ỹ)."""
+        return self.rules.demo(self.records[row]) is not None
+
+    def demo_rows(self) -> list[int]:
+        demo = self.rules.demo
+        return [row for row, rec in enumerate(self.records) if demo(rec) is not None]
 
     def response(self, row: int) -> str | None:
-        """ỹ(x) of a question, if it has one."""
-        fp = self.records[row].first_pass
-        return None if fp is None else fp[2]
+        """ỹ(x) of a question, if it has one: the response it shows as a demonstration."""
+        pick = self.rules.demo(self.records[row])
+        return None if pick is None else pick.text
+
+    def selected(self, row: int) -> Pick | None:
+        """The question's final answer, by the judgement's rule."""
+        return self.rules.selected(self.records[row])
+
+    def covered_count(self) -> int:
+        return sum(rec.covered_round is not None for rec in self.records)
+
+    def accurate_count(self) -> int:
+        selected = self.rules.selected
+        return sum(bool((p := selected(rec)) and p.correct) for rec in self.records)
+
+    def record_error(self, row: int, usage: Usage) -> None:
+        """Account one sample that ended in an error."""
+        rec = self.records[row]
+        rec.samples += 1
+        rec.errors += 1
+        rec.usage = rec.usage + usage
 
     def record_sample(
-        self, row: int, round_no: int, k: int, text: str | None, usage: Usage, passed: bool
+        self,
+        row: int,
+        round_no: int,
+        k: int,
+        text: str,
+        usage: Usage,
+        scored: Scored,
+        correct: bool,
+        accepted: bool,
     ) -> bool:
-        """Account one finished sample; True when it makes the question newly solved."""
+        """Account one judged response; True when it makes the question newly accepted."""
         rec = self.records[row]
         rec.samples += 1
         rec.usage = rec.usage + usage
-        if text is None:
-            rec.errors += 1
+        rules = self.rules
+        key = (round_no, k)
+        if correct and (rec.covered_round is None or round_no < rec.covered_round):
+            rec.covered_round = round_no
+        if rec.recent is None or key > rec.recent.key:
+            kept = text if rules.keeps_recent else None
+            rec.recent = Pick(round_no, k, kept, scored.answer, correct, scored.reward)
+        reward = scored.reward
+        if reward is not None:
+            best = rec.best
+            if best is None or (reward, (-round_no, -k)) > (best.reward, (-best.round, -best.k)):
+                rec.best = Pick(round_no, k, text, scored.answer, correct, reward)
+        if rules.tallies and scored.answer is not None:
+            _count(rec, Pick(round_no, k, text, _normal(scored.answer), correct, reward))
+        if not accepted:
             return False
-        if not passed:
-            return False
-        was_solved = rec.first_pass is not None
-        if rec.first_pass is None or (round_no, k) < rec.first_pass[:2]:
-            rec.first_pass = (round_no, k, text)
-        return not was_solved
+        was = rec.accepted is not None
+        if rec.accepted is None or key < rec.accepted.key:
+            rec.accepted = Pick(round_no, k, text, scored.answer, correct, reward)
+        return not was
 
     def total_usage(self) -> Usage:
         total = Usage()
         for stats in self.rounds:
             total = total + stats.usage
         return total
+
+    def judge_usage(self) -> Usage:
+        total = Usage()
+        for stats in self.rounds:
+            total = total + stats.judge_usage
+        return total
+
+
+def _normal(answer: str) -> str:
+    """An extracted answer as self-consistency counts it: whitespace does not make a new one."""
+    return " ".join(answer.split())
+
+
+def _count(rec: QuestionRecord, pick: Pick) -> None:
+    assert pick.answer is not None
+    if rec.tally is None:
+        rec.tally = {}
+    tally = rec.tally.get(pick.answer)
+    if tally is None:
+        rec.tally[pick.answer] = Tally(1, pick)
+        return
+    tally.count += 1
+    if pick.key < tally.first.key:
+        tally.first = pick

@@ -1,26 +1,57 @@
 """A Strategy is allocation × intervention × judgement; the paper's methods are presets of it.
 
-- allocation: which questions get samples this round (all of them, or the still-active ones);
-- intervention: what each prompt holds in adaptive rounds (nothing, similar solved neighbours,
-  random solved questions);
-- judgement: when a verdict counts as solving the question (ground truth at threshold γ).
+- allocation: how many samples each question gets in an adaptive round (every question K, the
+  unresolved ones K, or a difficulty-proportional share of a budget);
+- intervention: what each prompt holds and how it is sampled (nothing, similar or random solved
+  neighbours, fixed few-shot demonstrations, a temperature that rises by round);
+- judgement: which responses count and what each question answers (`ttc.engine._judges`).
 
-Warm-up rounds are zero-shot whatever the intervention (Algorithm 1, stage 1).
+| preset      | allocation             | intervention            | judgement (default) |
+| ----------- | ---------------------- | ----------------------- | ------------------- |
+| `unif`      | uniform                | zero-shot               | ground truth        |
+| `elim`      | elimination            | zero-shot               | ground truth        |
+| `rand`      | elimination            | random solved ICL       | ground truth        |
+| `adpt`      | elimination            | similar solved ICL      | ground truth        |
+| `da`        | difficulty-aware       | zero-shot               | ground truth        |
+| `temp`      | elimination            | temperature schedule    | ground truth        |
+| `fixed-icl` | elimination            | fixed few-shot          | ground truth        |
+| `sc`        | elimination            | similar solved ICL      | consensus           |
+
+Any judgement composes with any preset (`--judge reward`, `--noise P`). Warm-up rounds sample
+every question K times with the zero-shot prompt whatever the intervention (Algorithm 1, stage 1);
+the intervention's sampling (the temperature schedule) applies from round one.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 from ttc.engine._config import RunConfig
+from ttc.engine._difficulty import (
+    NEUTRAL,
+    apportion,
+    matched_samples,
+    round_budget,
+    warmup_measure,
+)
 from ttc.engine._errors import ConfigError
-from ttc.engine._types import Verdict
+from ttc.engine._judges import Consensus, GroundTruth, Judgement, Noisy, RewardModel
+from ttc.engine._state import RoundStats
+from ttc.engine._types import Demo, Sampling
 
-# For each question row, its demonstrations as (row, cosine similarity or None), best first.
-DemoPlan = dict[int, list[tuple[int, float | None]]]
+log = logging.getLogger("ttc")
+
+# A demonstration of a question row: a test question (row, cosine similarity or None) whose ỹ is
+# shown, or a fixed `Demo` from outside the test set.
+DemoRef = tuple[int, float | None] | Demo
+# For each question row, its demonstrations, best first.
+DemoPlan = dict[int, Sequence[DemoRef]]
+# Question row -> samples this round (rows with none are left out).
+Allotment = dict[int, int]
 
 
 class SolvedView(Protocol):
@@ -29,11 +60,19 @@ class SolvedView(Protocol):
     @property
     def n(self) -> int: ...
 
+    @property
+    def rounds(self) -> list[RoundStats]: ...
+
+    @property
+    def difficulty(self) -> dict[int, float]: ...
+
     def unsolved_rows(self) -> list[int]: ...
 
     def solved_rows(self) -> list[int]: ...
 
     def is_solved(self, row: int) -> bool: ...
+
+    def demo_rows(self) -> list[int]: ...
 
 
 class Neighbourhood(Protocol):
@@ -45,59 +84,143 @@ class Neighbourhood(Protocol):
 
 
 class Allocation(Protocol):
-    """Chooses the questions that get K samples in a round."""
+    """Chooses how many samples each question gets in an adaptive round."""
 
     @property
     def name(self) -> str: ...
 
-    def active(self, round_no: int, state: SolvedView) -> list[int]: ...
+    @property
+    def needs_difficulty(self) -> bool: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def allocate(self, round_no: int, state: SolvedView, k: int) -> Allotment: ...
 
 
 class Intervention(Protocol):
-    """Chooses each active question's demonstrations for an adaptive round."""
+    """Chooses each active question's demonstrations for an adaptive round, and the sampling."""
 
     @property
     def name(self) -> str: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def sampling(self, round_no: int, base: Sampling) -> Sampling: ...
 
     def plan(
         self, round_no: int, rows: Sequence[int], state: SolvedView, hood: Neighbourhood
     ) -> DemoPlan: ...
 
 
-class Judgement(Protocol):
-    """Decides whether a verdict solves its question."""
-
-    @property
-    def name(self) -> str: ...
-
-    def passed(self, verdict: Verdict) -> bool: ...
-
-
 @dataclass(frozen=True, slots=True)
 class Uniform:
-    """Every question, every round (Best-of-N); nothing is ever eliminated."""
+    """Every question, every round (Best-of-N); nothing is ever eliminated.
 
+    With `match_tokens`, N is a number of rounds: as many as make the expected output tokens
+    match (the warm-up's mean tokens per sample × questions × K per round, rounded, from 1 to R);
+    the rounds after the N-th sample nothing, so the last coverage carries forward (section 5).
+    """
+
+    rounds: int = 0
+    warmup: int = 1
+    match_tokens: int | None = None
     name: str = "uniform"
+    needs_difficulty: bool = False
 
-    def active(self, round_no: int, state: SolvedView) -> list[int]:
-        return list(range(state.n))
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "match_tokens": self.match_tokens}
+
+    def rounds_matched(self, state: SolvedView, k: int) -> int:
+        """N: the rounds whose expected output tokens come closest to `match_tokens`."""
+        assert self.match_tokens is not None
+        answered, tokens = warmup_measure(state.rounds, self.warmup)
+        if answered == 0 or tokens == 0:
+            return self.rounds
+        per_round = tokens / answered * state.n * k
+        return max(1, min(self.rounds, round(self.match_tokens / per_round)))
+
+    def allocate(self, round_no: int, state: SolvedView, k: int) -> Allotment:
+        if self.match_tokens is not None:
+            last = self.rounds_matched(state, k)
+            if round_no == self.warmup + 1:
+                log.info(
+                    "unif matched to %s output tokens: %d round(s) of K=%d per question",
+                    f"{self.match_tokens:,}",
+                    last,
+                    k,
+                )
+            if round_no > last:
+                return {}
+        return dict.fromkeys(range(state.n), k)
 
 
 @dataclass(frozen=True, slots=True)
 class Elimination:
-    """Only questions with no passing response yet."""
+    """Only questions not yet resolved, K samples each."""
 
     name: str = "elimination"
+    needs_difficulty: bool = False
 
-    def active(self, round_no: int, state: SolvedView) -> list[int]:
-        return state.unsolved_rows()
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+    def allocate(self, round_no: int, state: SolvedView, k: int) -> Allotment:
+        return dict.fromkeys(state.unsolved_rows(), k)
 
 
 @dataclass(frozen=True, slots=True)
-class ZeroShot:
+class DifficultyAware:
+    """The adaptive rounds' sample budget, spread over unresolved questions in proportion to
+    their estimated difficulty (Appendix B; the rules are in `ttc.engine._difficulty`)."""
+
+    rounds: int
+    warmup: int
+    match_tokens: int | None = None
+    name: str = "difficulty-aware"
+    needs_difficulty: bool = True
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "match_tokens": self.match_tokens,
+            "rating": "1-10",
+            "neutral": NEUTRAL,
+        }
+
+    def budget(self, state: SolvedView, k: int) -> int:
+        """Samples for all adaptive rounds together."""
+        if self.match_tokens is not None:
+            return matched_samples(state.rounds, self.warmup, self.match_tokens)
+        unresolved = state.n - state.rounds[self.warmup - 1].solved if self.warmup else state.n
+        return (self.rounds - self.warmup) * k * unresolved
+
+    def allocate(self, round_no: int, state: SolvedView, k: int) -> Allotment:
+        total = self.budget(state, k)
+        spent = sum(s.planned for s in state.rounds if s.adaptive and s.round < round_no)
+        this_round = round_budget(total - spent, self.rounds - round_no + 1)
+        if round_no == self.warmup + 1:
+            log.info("da: %s samples for the adaptive rounds", f"{total:,}")
+        weights = {row: state.difficulty.get(row, NEUTRAL) for row in state.unsolved_rows()}
+        return {row: c for row, c in apportion(this_round, weights).items() if c > 0}
+
+
+class _Base:
+    """The defaults of an intervention: the configured sampling, no demonstrations."""
+
+    __slots__ = ()
+
+    def sampling(self, round_no: int, base: Sampling) -> Sampling:
+        return base
+
+
+@dataclass(frozen=True, slots=True)
+class ZeroShot(_Base):
     """No demonstrations: the warm-up prompt every round."""
 
     name: str = "zero-shot"
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
 
     def plan(
         self, round_no: int, rows: Sequence[int], state: SolvedView, hood: Neighbourhood
@@ -106,12 +229,15 @@ class ZeroShot:
 
 
 @dataclass(frozen=True, slots=True)
-class SimilarICL:
+class SimilarICL(_Base):
     """The top-P most similar questions that have a ỹ (`solved` or `fixed` neighbour sets)."""
 
     p: int
     mode: str = "solved"
     name: str = "similar-icl"
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "p": self.p, "neighbours": self.mode}
 
     def plan(
         self, round_no: int, rows: Sequence[int], state: SolvedView, hood: Neighbourhood
@@ -122,35 +248,77 @@ class SimilarICL:
 
 
 @dataclass(frozen=True, slots=True)
-class RandomICL:
-    """P solved questions drawn at random, seeded per (run seed, round, question)."""
+class RandomICL(_Base):
+    """P questions with a ỹ drawn at random, seeded per (run seed, round, question)."""
 
     p: int
     seed: int
     name: str = "random-icl"
 
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "p": self.p}
+
     def plan(
         self, round_no: int, rows: Sequence[int], state: SolvedView, hood: Neighbourhood
     ) -> DemoPlan:
-        solved = state.solved_rows()
+        pool = state.demo_rows()
         plan: DemoPlan = {}
         for row in rows:
             rng = random.Random(f"{self.seed}/{round_no}/{row}")
-            pool = [r for r in solved if r != row]
-            picked = rng.sample(pool, min(self.p, len(pool)))
+            others = [r for r in pool if r != row]
+            picked = rng.sample(others, min(self.p, len(others)))
             plan[row] = [(r, None) for r in picked]
         return plan
 
 
 @dataclass(frozen=True, slots=True)
-class GroundTruth:
-    """The suite's verifier against the reference; solved when the score reaches γ."""
+class FixedDemos(_Base):
+    """The same few-shot demonstrations for every question in every adaptive round."""
 
-    gamma: float = 1.0
-    name: str = "ground-truth"
+    demos: tuple[Demo, ...]
+    source: str = ""
+    sha256: str = ""
+    name: str = "fixed-icl"
 
-    def passed(self, verdict: Verdict) -> bool:
-        return verdict.score >= self.gamma
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "shots": len(self.demos),
+            "source": self.source,
+            "sha256": self.sha256,
+        }
+
+    def plan(
+        self, round_no: int, rows: Sequence[int], state: SolvedView, hood: Neighbourhood
+    ) -> DemoPlan:
+        return dict.fromkeys(rows, self.demos)
+
+
+# The largest temperature the providers accept (OpenAI and Gemini: 2).
+MAX_TEMPERATURE = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class TemperatureSchedule:
+    """No demonstrations; temperature `start` in round one, `step` higher each round after."""
+
+    start: float = 0.3
+    step: float = 0.4
+    name: str = "temperature-schedule"
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "start": self.start, "step": self.step}
+
+    def temperature(self, round_no: int) -> float:
+        return round(min(MAX_TEMPERATURE, self.start + self.step * (round_no - 1)), 6)
+
+    def sampling(self, round_no: int, base: Sampling) -> Sampling:
+        return replace(base, temperature=self.temperature(round_no))
+
+    def plan(
+        self, round_no: int, rows: Sequence[int], state: SolvedView, hood: Neighbourhood
+    ) -> DemoPlan:
+        return {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,17 +334,51 @@ class Strategy:
         """Whether the intervention retrieves by similarity (so questions must be embedded)."""
         return isinstance(self.intervention, SimilarICL)
 
+    def describe(self) -> dict[str, Any]:
+        """The strategy in full, as config.json records it (a resumed run must match it)."""
+        return {
+            "allocation": self.allocation.describe(),
+            "intervention": self.intervention.describe(),
+            "judgement": self.judgement.describe(),
+        }
 
-def preset(config: RunConfig) -> Strategy:
-    """The paper's named method `config.method` as a Strategy."""
-    judge = GroundTruth(config.gamma)
+
+def judgement_of(config: RunConfig) -> Judgement:
+    """The judgement `config` asks for: --judge, wrapped by --noise."""
+    kind = config.judgement
+    if kind == "consensus":
+        return Consensus(config.consensus)
+    inner: GroundTruth | RewardModel
+    inner = RewardModel(config.judge_threshold) if kind == "reward" else GroundTruth(config.gamma)
+    return Noisy(inner, config.noise, config.seed) if config.noise > 0 else inner
+
+
+def preset(config: RunConfig, suite: str = "") -> Strategy:
+    """The paper's named method `config.method` as a Strategy (`suite` names the few-shot
+    default of fixed-icl)."""
+    judge = judgement_of(config)
+    similar = SimilarICL(config.p, config.neighbours)
     match config.method:
         case "unif":
-            return Strategy(Uniform(), ZeroShot(), judge)
+            unif = Uniform(config.rounds, config.warmup_rounds, config.match_tokens)
+            return Strategy(unif, ZeroShot(), judge)
         case "elim":
             return Strategy(Elimination(), ZeroShot(), judge)
         case "rand":
             return Strategy(Elimination(), RandomICL(config.p, config.seed), judge)
-        case "adpt":
-            return Strategy(Elimination(), SimilarICL(config.p, config.neighbours), judge)
+        case "adpt" | "sc":
+            return Strategy(Elimination(), similar, judge)
+        case "da":
+            da = DifficultyAware(config.rounds, config.warmup_rounds, config.match_tokens)
+            return Strategy(da, ZeroShot(), judge)
+        case "temp":
+            start = config.sampling.temperature
+            schedule = TemperatureSchedule(0.3 if start is None else start, config.temp_step)
+            return Strategy(Elimination(), schedule, judge)
+        case "fixed-icl":
+            from ttc.engine._demos import load_fewshot
+
+            shots = load_fewshot(config.fewshot, suite)
+            fixed = FixedDemos(shots.demos, shots.source, shots.sha256)
+            return Strategy(Elimination(), fixed, judge)
     raise ConfigError(f"--method: unknown method {config.method!r}")

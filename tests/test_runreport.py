@@ -94,18 +94,19 @@ async def test_the_table_shows_every_round_as_the_summary_has_it(tmp_path: Path)
     assert len(rows) == len(rounds) == 3
     for row, r in zip(rows, rounds, strict=True):
         assert row[0] == str(r["round"]) + ("" if r["adaptive"] else " (warm-up)")
-        assert row[1:5] == [
+        assert row[1:6] == [
             str(r["active"]),
             str(r["solved"]),
             f"{100 * r['coverage']:.1f}",
+            f"{100 * r['accuracy']:.1f}",
             str(r["requests"] + r["replayed"]),
         ]
-        assert row[5:8] == [
+        assert row[6:9] == [
             f"{r[k]:,}" for k in ("input_tokens", "output_tokens", "thinking_tokens")
         ]
-        assert row[8] == "-"  # no price for the scripted model
-        assert row[9] == f"{r['wall_s']:.2f}"
-    assert [row[10:] for row in rows] == [
+        assert row[9] == "-"  # no price for the scripted model
+        assert row[10] == f"{r['wall_s']:.2f}"
+    assert [row[11:] for row in rows] == [
         ["bad_request 1, rate_limited 1, transient 1", "rate_limited 3, transient 4"],
         ["fatal 1", "-"],
         ["-", "-"],
@@ -166,10 +167,11 @@ async def test_a_run_stopped_mid_way_shows_as_stopped(tmp_path: Path) -> None:
     # The round never reached its barrier: solved and coverage are the run's as it stopped.
     assert r["solved"] == 1
     assert r["coverage"] == 0.2
-    assert row[1:5] == ["5", "1", "20.0", "5"]
-    assert row[6] == "30"
-    assert row[9] == "-"  # a stopped round's wall time was never measured
-    assert text.splitlines()[-1].startswith("total: coverage 20.0% (1/5); 5 requests;")
+    assert row[1:6] == ["5", "1", "20.0", "20.0", "5"]
+    assert row[7] == "30"
+    assert row[10] == "-"  # a stopped round's wall time was never measured
+    total = text.splitlines()[-1]
+    assert total.startswith("total: coverage 20.0% (1/5); accuracy 20.0% (1/5); 5 requests;")
 
 
 async def test_two_runs_in_one_report(tmp_path: Path) -> None:
@@ -185,7 +187,8 @@ async def test_two_runs_in_one_report(tmp_path: Path) -> None:
     assert blocks[1].splitlines()[0].endswith(SIM_SHORT)
     assert len(table_rows(blocks[0])) == 3
     assert len(table_rows(blocks[1])) == 2
-    assert blocks[1].splitlines()[-1].startswith("total: coverage 33.3% (1/3); 6 requests;")
+    total = blocks[1].splitlines()[-1]
+    assert total.startswith("total: coverage 33.3% (1/3); accuracy 33.3% (1/3); 6 requests;")
 
 
 async def test_cost_is_shown_when_the_summary_has_it(tmp_path: Path) -> None:
@@ -198,7 +201,7 @@ async def test_cost_is_shown_when_the_summary_has_it(tmp_path: Path) -> None:
     rep = load_run(tmp_path)
     assert rep.cost_usd == 0.875
     text = report_table([rep])
-    assert [row[8] for row in table_rows(text)] == ["0.5000", "0.2500", "0.1250"]
+    assert [row[9] for row in table_rows(text)] == ["0.5000", "0.2500", "0.1250"]
     assert "cost $0.8750;" in text.splitlines()[-1]
     # One round without a price: the total is unknown, not an undercount.
     data["rounds"][1]["cost_usd"] = None

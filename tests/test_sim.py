@@ -221,9 +221,14 @@ async def test_unknown_items_and_truncation(suite: ReasoningGymSuite, items: lis
     sim = SimProvider(suite, items)
     with pytest.raises(BadRequest, match="unknown item"):
         await sim.generate(Request(messages=(Message("user", "hi"),), item_id="nope/0"))
-    ghost = Demo("ghost/1", "q", "\\boxed{1}")
-    with pytest.raises(BadRequest, match="unknown item"):
-        await sim.generate(_request(suite, items[0], [ghost]))
+    # A demonstration from outside the test set (a fixed few-shot example) counts as correct,
+    # its similarity read from its question: the target's own question helps, an unrelated one
+    # does not.
+    bare = sim.success_probability(_request(suite, items[0], []))
+    same = Demo("fewshot/1", items[0].question, "\\boxed{1}")
+    other = Demo("fewshot/1", "zebra quilt kettle", "\\boxed{1}")
+    assert sim.success_probability(_request(suite, items[0], [same])) > bare
+    assert sim.success_probability(_request(suite, items[0], [other])) <= bare
     request = Request(
         messages=(Message("user", "hi"),),
         sampling=Sampling(seed=0, max_output_tokens=5),
