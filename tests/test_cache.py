@@ -37,6 +37,7 @@ REQUEST = Request(
         max_output_tokens=512,
         thinking_budget=1024,
         reasoning_effort="low",
+        verbosity="low",
     ),
     n=1,
     item_id="q0",
@@ -44,7 +45,9 @@ REQUEST = Request(
 )
 # The key of REQUEST. If this changes, every cache on every machine stops matching: bump
 # KEY_VERSION on purpose, never by accident.
-GOLDEN_KEY = "6135d05c19878d30704ba1877b197c43817b789fd50410966c49c3dd83d69d71"
+GOLDEN_KEY = "04ed9a8f12370b6ab345cda3cf8cb8e70bc7690b7f04fad8c527dea8df916430"
+# The same request before `verbosity` existed: an unset field leaves older keys as they were.
+GOLDEN_KEY_WITHOUT_VERBOSITY = "6135d05c19878d30704ba1877b197c43817b789fd50410966c49c3dd83d69d71"
 
 COMPLETION = Completion(
     texts=("4", "four ✓"),
@@ -66,6 +69,10 @@ def key(request: Request = REQUEST, **overrides: Any) -> str:
 
 def test_key_is_pinned() -> None:
     assert key() == GOLDEN_KEY
+    older = dataclasses.replace(REQUEST.sampling, verbosity=None)
+    assert cache_key("openai", "m", dataclasses.replace(REQUEST, sampling=older), 0) == (
+        GOLDEN_KEY_WITHOUT_VERBOSITY
+    )
 
 
 def test_key_is_the_same_in_another_process() -> None:
@@ -75,7 +82,7 @@ def test_key_is_the_same_in_another_process() -> None:
         from ttc.engine._cache import cache_key
         r = Request(
             (Message("system", "Be brief."), Message("user", "What is 2+2?")),
-            Sampling(0.7, 0.95, 40, 1234, 512, 1024, "low"),
+            Sampling(0.7, 0.95, 40, 1234, 512, 1024, "low", "low"),
         )
         print(cache_key("openai", "m", r, 0))
         """
@@ -112,6 +119,7 @@ def _variants() -> list[tuple[str, Request]]:
         "max_output_tokens": 513,
         "thinking_budget": 1025,
         "reasoning_effort": "high",
+        "verbosity": "high",
     }
     # Every Sampling field must be covered, including ones added later.
     assert set(changed) == {f.name for f in dataclasses.fields(Sampling)}
