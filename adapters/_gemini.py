@@ -9,15 +9,21 @@ tree in `_translate`, with statuses mapped by `ttc.adapters._http.status_error`:
 
     google.genai / aiohttp                                  ttc
     ─────────────────────────────────────────────────────   ──────────────────────────────────
+    APIError 401, 403, or status PERMISSION_DENIED or
+      UNAUTHENTICATED, or reason API_KEY_INVALID            Fatal(stops_run=True)
+    APIError RESOURCE_EXHAUSTED with a per-day quota
+      (QuotaFailure quotaId "...PerDay...")                 Fatal(stops_run=True)
     APIError 429, or status RESOURCE_EXHAUSTED              RateLimited(retry_after=RetryInfo)
     APIError 408, 409, 5xx (ServerError)                    Transient
-    APIError 401, 403, or reason API_KEY_INVALID            Fatal
     APIError 400, 404 and other 4xx (ClientError)           BadRequest (server's message)
     aiohttp.ClientError, IncompleteReadError, resets        Transient
     a truncated or non-JSON body (JSONDecodeError)          Transient
     a response the SDK cannot validate                      Fatal
     no candidates                                           Transient("empty candidates")
     no candidates, prompt blocked                           BadRequest
+
+A response whose `modelVersion` ends in `SIM_MODEL_SUFFIX` came from `ttc serve`'s offline
+simulator: the provider then says so in `simulated`, as the OpenAI one does.
 """
 
 from __future__ import annotations
@@ -32,7 +38,15 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from ttc.adapters._http import api_key_from, is_local_url, status_error
+from ttc.adapters._http import (
+    NOT_AN_ENV_NAME,
+    SIM_MODEL_SUFFIX,
+    api_key_from,
+    is_env_name,
+    is_local_url,
+    redact,
+    status_error,
+)
 from ttc.engine._errors import BadRequest, ConfigError, Fatal, ProviderError, Transient
 from ttc.engine._types import Completion, Message, Request, Usage
 
@@ -40,9 +54,10 @@ if TYPE_CHECKING:
     from google import genai
     from google.genai import types
 
-__all__ = ["GEMINI_KEY_ENVS", "GeminiProvider"]
+__all__ = ["GEMINI_BASE_URL", "GEMINI_KEY_ENVS", "GeminiProvider"]
 
 GEMINI_KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+GEMINI_BASE_URL = "https://generativelanguage.googleapis.com"
 # google-genai refuses to start without a key; a self-hosted server ignores this one.
 _NO_KEY = "no-key"
 _FINISH = {"STOP": "stop", "MAX_TOKENS": "length"}
@@ -52,7 +67,9 @@ class GeminiProvider:
     """Gemini `generateContent` through google-genai, one request per call.
 
     The key comes from `api_key`, else `api_key_env`, else GEMINI_API_KEY, else GOOGLE_API_KEY;
-    a local `base_url` may go without one. `api_version` None is the SDK's default (v1).
+    a local `base_url` may go without one (`api_key_env` is a name: a value that looks like a key
+    is a ConfigError that does not repeat it). `api_version` None is the SDK's default (v1).
+    `endpoint` is where requests go: `base_url` or Google's, without a trailing slash.
     `session`, if given, is used as is and never closed here; otherwise one is created inside
     the running loop on first use, with at most `max_connections` sockets (0: no cap), and closed
     by `aclose`.
@@ -81,6 +98,8 @@ class GeminiProvider:
                 raise ConfigError(f"{name}: base_url must be an http(s) URL, got {base_url!r}")
         if max_connections < 0:
             raise ConfigError(f"{name}: max_connections must be >= 0, got {max_connections}")
+        if api_key_env and not is_env_name(api_key_env):
+            raise ConfigError(f"{name}: api_key_env: {NOT_AN_ENV_NAME}")
         envs = (api_key_env,) if api_key_env else GEMINI_KEY_ENVS
         key = api_key_from(api_key, envs)
         if key is None and not (base_url is not None and is_local_url(base_url)):
@@ -88,7 +107,11 @@ class GeminiProvider:
         self.model = model
         self.name = name
         self.base_url = base_url
+        # Where requests go, so that caches and resume checks tell a rehearsal from the vendor.
+        self.endpoint = (base_url or GEMINI_BASE_URL).rstrip("/")
         self.api_version = api_version
+        # True once a response shows it came from `ttc serve` (the offline simulator).
+        self.simulated = False
         self._key = key
         self._session = session
         self._owns_session = session is None
@@ -182,13 +205,18 @@ class GeminiProvider:
                 status, headers, exc.details, who=self.name, secret=self._key
             ) from None
         except (aiohttp.ClientError, asyncio.IncompleteReadError, ConnectionError) as exc:
-            raise Transient(f"{self.name}: {type(exc).__name__}: {exc}") from exc
+            said = redact(str(exc), self._key)
+            raise Transient(f"{self.name}: {type(exc).__name__}: {said}") from exc
         except pydantic.ValidationError as exc:
-            raise Fatal(f"{self.name}: unreadable response: {exc}") from exc
+            said = redact(str(exc), self._key)
+            raise Fatal(f"{self.name}: unreadable response: {said}") from exc
         except json.JSONDecodeError as exc:
             raise Transient(f"{self.name}: truncated body (not JSON): {exc}") from exc
 
     def _completion(self, response: types.GenerateContentResponse, latency: float) -> Completion:
+        if (response.model_version or "").endswith(SIM_MODEL_SUFFIX):
+            # `ttc serve` answers with the offline simulator: reports must say so.
+            self.simulated = True
         candidates = sorted(
             enumerate(response.candidates or []),
             key=lambda p: (p[1].index if p[1].index is not None else p[0], p[0]),

@@ -3,15 +3,27 @@
 `status_error` is the one mapping from an HTTP error status to the engine's error tree; each
 adapter's translating context manager feeds it the status, headers and body of a failed response:
 
-    429 (OpenAI code insufficient_quota)   Fatal: the quota will not come back by waiting
-    429 / RESOURCE_EXHAUSTED               RateLimited(retry_after=retry-after-ms | Retry-After
-                                               | Google RetryInfo | x-ratelimit-reset-* at 0)
-    408, 409, 5xx                          Transient
-    401, 403 (and Google's API_KEY_INVALID) Fatal
-    other 4xx (400, 404, 413, 422, ...)    BadRequest, with the server's message, truncated
-    anything else (3xx)                    Fatal
+    401, 403, or, whatever the status, a code that       Fatal(stops_run=True): the account
+      refuses the account: OpenAI insufficient_quota,      is refused, so every further
+      billing_hard_limit_reached, billing_not_active,      request would be too
+      account_deactivated, invalid_api_key; Google
+      API_KEY_INVALID, PERMISSION_DENIED, UNAUTHENTICATED
+    429 / RESOURCE_EXHAUSTED, a per-day QuotaFailure     Fatal(stops_run=True)
+    429 / RESOURCE_EXHAUSTED                             RateLimited(retry_after=retry-after-ms
+                                                           | Retry-After | Google RetryInfo
+                                                           | x-ratelimit-reset-* at 0, capped)
+    408, 409, 5xx                                        Transient
+    other 4xx (400, 404, 413, 422, ...)                  BadRequest, with the server's message
+    anything else (3xx)                                  Fatal
 
-Messages never carry the API key: server text passes through `redact` before it is quoted.
+A daily quota does not come back in seconds: Google says which quota ran out in a
+google.rpc.QuotaFailure detail, `{"violations": [{"quotaId":
+"GenerateRequestsPerDayPerProjectPerModel-FreeTier", "quotaMetric": ...}]}`, and an id or metric
+naming "PerDay" stops the run rather than waiting out the RetryInfo that comes with it.
+
+Every parser of a header or retry hint returns None for a value it cannot read (garbage,
+negative, NaN, infinite), never raises. Messages never carry the API key: server text passes
+through `redact` before it is quoted.
 """
 
 from __future__ import annotations
@@ -32,10 +44,14 @@ from ttc.engine._errors import BadRequest, Fatal, ProviderError, RateLimited, Tr
 from ttc.engine._types import RateInfo
 
 __all__ = [
+    "NOT_AN_ENV_NAME",
     "OPENAI_BASE_URL",
+    "SIM_FINGERPRINT",
+    "SIM_MODEL_SUFFIX",
     "api_key_from",
     "error_message",
     "google_retry_delay",
+    "is_env_name",
     "is_local_url",
     "loads_or_text",
     "parse_duration",
@@ -46,11 +62,31 @@ __all__ = [
 ]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+# How `ttc serve` marks answers from its offline simulator, so that providers (and the reports
+# of their runs) can tell a rehearsal from the vendor: OpenAI's `system_fingerprint`, and a
+# suffix of Gemini's `modelVersion`.
+SIM_FINGERPRINT = "fp_ttc_sim"
+SIM_MODEL_SUFFIX = "-ttc-sim"
+NOT_AN_ENV_NAME = "expected the NAME of an environment variable (letters, digits, _), not a key"
 
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 # Longest unit first, so "20ms" is 20 milliseconds and not 20 minutes and a stray "s".
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|us|µs|ns|h|m|s)")
 _MESSAGE_LIMIT = 300
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Codes and reasons that refuse the account, not the request (see the module docstring).
+_ACCOUNT_CODES = frozenset(
+    {
+        "insufficient_quota",
+        "billing_hard_limit_reached",
+        "billing_not_active",
+        "account_deactivated",
+        "invalid_api_key",
+        "API_KEY_INVALID",
+        "PERMISSION_DENIED",
+        "UNAUTHENTICATED",
+    }
+)
 
 
 def parse_duration(text: str | None) -> float | None:
@@ -72,7 +108,8 @@ def parse_duration(text: str | None) -> float | None:
             return None
         total += float(match[1]) * _UNITS[match[2]]
         pos = match.end()
-    return total if pos == len(s) else None
+    # Enough digits overflow to inf.
+    return total if pos == len(s) and math.isfinite(total) else None
 
 
 def _int(text: str | None) -> int | None:
@@ -117,25 +154,30 @@ def retry_after(headers: Mapping[str, str], *, now: float | None = None) -> floa
         return seconds
     try:
         when = parsedate_to_datetime(text.strip())
-    except (TypeError, ValueError, IndexError):
+        if when.tzinfo is None:  # an HTTP-date is always GMT; a naive one is malformed but clear
+            return None
+        return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if when.tzinfo is None:  # an HTTP-date is always GMT; a naive one is malformed but clear
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def _reset_hint(rate: RateInfo | None) -> float | None:
-    """When a bucket is empty, the time until it refills; the longest if both are."""
+    """When a bucket is empty, the time until it has room again; the longest if both are.
+
+    OpenAI's `x-ratelimit-reset-*` is the time until the limit is fully replenished, but its
+    quotas refill continuously: one request has room after 60 / limit-requests seconds, and
+    about a thousand tokens after 60 * 1000 / limit-tokens (the limits are per minute). Each
+    reset is capped there when the limit is known, never raised above the reset itself.
+    """
     if rate is None:
         return None
-    waits = [
-        reset
-        for remaining, reset in (
-            (rate.remaining_requests, rate.reset_requests_s),
-            (rate.remaining_tokens, rate.reset_tokens_s),
-        )
-        if remaining == 0 and reset is not None
-    ]
+    waits: list[float] = []
+    for remaining, reset, limit, unit in (
+        (rate.remaining_requests, rate.reset_requests_s, rate.limit_requests, 1),
+        (rate.remaining_tokens, rate.reset_tokens_s, rate.limit_tokens, 1000),
+    ):
+        if remaining == 0 and reset is not None:
+            waits.append(min(reset, 60 * unit / limit) if limit else reset)
     return max(waits) if waits else None
 
 
@@ -151,8 +193,22 @@ def _walk(value: Any) -> Any:
             stack.extend(item)
 
 
+def _seconds(value: Any) -> float | None:
+    """A finite, non-negative number of seconds (a number or a numeric string), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
 def google_retry_delay(body: Any) -> float | None:
-    """The `retryDelay` ("3s", "1.5s") of a google.rpc.RetryInfo detail in an error body."""
+    """The `retryDelay` ("3s", "1.5s") of a google.rpc.RetryInfo detail in an error body.
+
+    None when there is none or it cannot be read; a malformed delay never raises.
+    """
     for obj in _walk(body):
         kind = obj.get("@type")
         if isinstance(kind, str) and kind.endswith("google.rpc.RetryInfo"):
@@ -160,8 +216,31 @@ def google_retry_delay(body: Any) -> float | None:
             if isinstance(delay, str):
                 return parse_duration(delay)
             if isinstance(delay, dict):  # the proto form {"seconds": 3, "nanos": 500000000}
-                return float(delay.get("seconds", 0)) + float(delay.get("nanos", 0)) / 1e9
+                seconds = _seconds(delay.get("seconds", 0))
+                nanos = _seconds(delay.get("nanos", 0))
+                if seconds is None or nanos is None:
+                    return None
+                total = seconds + nanos / 1e9
+                return total if math.isfinite(total) else None
+            return None
     return None
+
+
+def _daily_quotas(body: Any) -> list[str]:
+    """The per-day quotas a google.rpc.QuotaFailure detail of an error body says ran out."""
+    found: list[str] = []
+    for obj in _walk(body):
+        kind = obj.get("@type")
+        violations = obj.get("violations")
+        if not (isinstance(kind, str) and kind.endswith("google.rpc.QuotaFailure")):
+            continue
+        for violation in violations if isinstance(violations, list) else ():
+            if not isinstance(violation, dict):
+                continue
+            names = [violation.get("quotaId"), violation.get("quotaMetric")]
+            if any(isinstance(n, str) and "perday" in n.lower() for n in names):
+                found.append(str(violation.get("quotaId") or violation.get("quotaMetric")))
+    return found
 
 
 def _error_object(body: Any) -> dict[str, Any]:
@@ -212,9 +291,13 @@ def status_error(
     codes = _codes(body)
     said = error_message(body, secret)
     message = f"{who}: HTTP {status}" + (f": {said}" if said else "")
+    if status in (401, 403) or codes & _ACCOUNT_CODES:
+        return Fatal(message, stops_run=True)
     if status == 429 or "RESOURCE_EXHAUSTED" in codes:
-        if "insufficient_quota" in codes:
-            return Fatal(message)
+        daily = _daily_quotas(body)
+        if daily:
+            quotas = redact(", ".join(sorted(set(daily))), secret)
+            return Fatal(f"{message} (daily quota {quotas}: waiting will not help)", stops_run=True)
         rate = rate_info(headers)
         wait = retry_after(headers)
         if wait is None:
@@ -224,8 +307,6 @@ def status_error(
         return RateLimited(message, retry_after=wait, rate=rate)
     if status in (408, 409) or 500 <= status < 600:
         return Transient(message)
-    if status in (401, 403) or "API_KEY_INVALID" in codes:
-        return Fatal(message)
     if 400 <= status < 500:
         return BadRequest(message)
     return Fatal(message)
@@ -248,6 +329,23 @@ def api_key_from(api_key: str | None, env_names: Sequence[str]) -> str | None:
         if value:
             return value
     return None
+
+
+def is_env_name(name: str) -> bool:
+    """Whether `name` can be an environment variable's name and does not look like a key.
+
+    A Gemini key ("AIza" and 35 letters, digits, - and _) often has no "-", so the name's
+    syntax alone lets one through: a long name mixing lower and upper case and digits is refused.
+    """
+    if not _ENV_NAME.fullmatch(name):
+        return False
+    keyish = (
+        len(name) >= 20
+        and any(c.islower() for c in name)
+        and any(c.isupper() for c in name)
+        and any(c.isdigit() for c in name)
+    )
+    return not keyish
 
 
 def is_local_url(url: str) -> bool:

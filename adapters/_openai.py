@@ -7,16 +7,21 @@ here retries or sleeps. Failures become the engine's error tree in `_translate` 
 
     aiohttp / HTTP                                          ttc
     ─────────────────────────────────────────────────────   ──────────────────────────────────
-    429 with code insufficient_quota                        Fatal
+    401, 403, and any status with code insufficient_quota,
+      billing_hard_limit_reached, account_deactivated,
+      invalid_api_key (the account is refused)              Fatal(stops_run=True)
     429                                                     RateLimited(retry_after, rate)
     408, 409, 500, 502, 503, 504 and any other 5xx           Transient
     ClientConnectionError (ServerDisconnectedError, ...),
       ClientPayloadError, IncompleteReadError, resets       Transient
-    200 with a truncated or non-JSON body                   Transient("truncated body")
-    200 without choices                                     Transient("empty choices")
+    2xx with a truncated or non-JSON body                   Transient("truncated body")
+    2xx without choices, or with an `error` object          Transient("empty choices")
+      (/embeddings: without data)                           Transient("empty data")
     400, 404, 413, 422 and other 4xx                        BadRequest (server's message)
-    401, 403                                                Fatal
     InvalidURL                                              Fatal
+
+A choice whose content is null reads as "" with the server's finish reason (`tool_calls`), or,
+when the model refused, as its `refusal` text with the finish reason "refusal".
 """
 
 from __future__ import annotations
@@ -32,11 +37,15 @@ import aiohttp
 import orjson
 
 from ttc.adapters._http import (
+    NOT_AN_ENV_NAME,
     OPENAI_BASE_URL,
+    SIM_FINGERPRINT,
     api_key_from,
     error_message,
+    is_env_name,
     loads_or_text,
     rate_info,
+    redact,
     status_error,
 )
 from ttc.engine._errors import BadRequest, ConfigError, Fatal, ProviderError, Transient
@@ -45,20 +54,19 @@ from ttc.engine._types import Completion, RateInfo, Request, Usage
 __all__ = ["OpenAIProvider"]
 
 _OPENAI_HOST = "api.openai.com"
-# The `system_fingerprint` of `ttc serve`, whose answers come from the offline simulator.
-SIM_FINGERPRINT = "fp_ttc_sim"
 
 
 class OpenAIProvider:
     """Chat completions from OpenAI or any OpenAI-compatible server at `base_url`.
 
-    The API key comes from `api_key`, else the environment variable `api_key_env`; only
-    api.openai.com insists on one. `session`, if given, is used as is and never closed here;
-    otherwise a session is created inside the running loop on first use and closed by `aclose`,
-    its connector holding at most `max_connections` sockets (0: no cap; the engine's limiter
-    bounds concurrency). `send_top_k` None sends top_k everywhere but api.openai.com, which
-    rejects it. `extra_body` is merged into every request body last (e.g. vLLM's
-    `chat_template_kwargs`).
+    The API key comes from `api_key`, else the environment variable `api_key_env` (a name: a
+    value that looks like a key is a ConfigError that does not repeat it); only api.openai.com
+    insists on one. `endpoint` is the base URL requests go to, without a trailing slash.
+    `session`, if given, is used as is and never closed here; otherwise a session is created
+    inside the running loop on first use and closed by `aclose`, its connector holding at most
+    `max_connections` sockets (0: no cap; the engine's limiter bounds concurrency).
+    `send_top_k` None sends top_k everywhere but api.openai.com, which rejects it. `extra_body`
+    is merged into every request body last (e.g. vLLM's `chat_template_kwargs`).
     """
 
     simulated = False
@@ -84,11 +92,15 @@ class OpenAIProvider:
             raise ConfigError(f"{name}: base_url must be an http(s) URL, got {base_url!r}")
         if max_connections < 0:
             raise ConfigError(f"{name}: max_connections must be >= 0, got {max_connections}")
+        if api_key_env and not is_env_name(api_key_env):
+            raise ConfigError(f"{name}: api_key_env: {NOT_AN_ENV_NAME}")
         self.model = model
         self.name = name
         # True once a response shows it came from `ttc serve` (the offline simulator).
         self.simulated = False
         self.base_url = base_url.rstrip("/")
+        # Where requests go, so that caches and resume checks tell a rehearsal from the vendor.
+        self.endpoint = self.base_url
         is_openai = parts.hostname == _OPENAI_HOST
         key = api_key_from(api_key, [api_key_env] if api_key_env else [])
         if key is None and is_openai:
@@ -128,17 +140,21 @@ class OpenAIProvider:
     ) -> tuple[int, Any, RateInfo | None]:
         """POSTs `body` to `base_url + path` as is, for batch tools.
 
-        Raises RateLimited, Transient and Fatal exactly as `generate` does; any other status
-        (a 4xx bad request) is returned as (status, parsed body or text, rate) to be recorded.
+        Raises RateLimited, Transient and Fatal exactly as `generate` does, including for a 2xx
+        that is no answer: a body that is not a JSON object, or one with an `error` object, or,
+        for a path ending in /completions, no (or empty) `choices`, or, for /embeddings, no
+        (or empty) `data`. Any other status (a 4xx bad request) is returned as (status, parsed
+        body or text, rate) to be recorded.
         """
         payload = orjson.dumps(body)
+        path = path if path.startswith("/") else "/" + path
         with self._translate():
-            status, headers, raw = await self._send(
-                path if path.startswith("/") else "/" + path, payload
-            )
+            status, headers, raw = await self._send(path, payload)
             rate = rate_info(headers)
             if 200 <= status < 300:
-                return status, orjson.loads(raw), rate
+                data = orjson.loads(raw)
+                self._check_answer(path, data)
+                return status, data, rate
             parsed = loads_or_text(raw)
             error = status_error(status, headers, parsed, who=self.name, secret=self._key)
             if isinstance(error, BadRequest):
@@ -180,7 +196,8 @@ class OpenAIProvider:
         except aiohttp.InvalidURL as exc:
             raise Fatal(f"{self.name}: invalid URL {self.base_url!r}") from exc
         except (aiohttp.ClientError, asyncio.IncompleteReadError, ConnectionError) as exc:
-            raise Transient(f"{self.name}: {type(exc).__name__}: {exc}") from exc
+            said = redact(str(exc), self._key)
+            raise Transient(f"{self.name}: {type(exc).__name__}: {said}") from exc
         except orjson.JSONDecodeError as exc:
             raise Transient(f"{self.name}: truncated body (not JSON): {exc}") from exc
 
@@ -206,21 +223,33 @@ class OpenAIProvider:
         body.update(self.extra_body)
         return body
 
-    def _completion(self, data: Any, rate: RateInfo | None, latency: float) -> Completion:
-        """A Completion from a parsed 200 body; Transient if it has no choices."""
+    def _check_answer(self, path: str, data: Any) -> None:
+        """Transient unless a 2xx body is an answer (see `post_json`)."""
         if not isinstance(data, dict):
             raise Transient(f"{self.name}: truncated body (a JSON {type(data).__name__})")
-        if data.get("system_fingerprint") == SIM_FINGERPRINT:
+        field = {"/completions": "choices", "/embeddings": "data"}.get(path[path.rfind("/") :])
+        items = data.get(field) if field else None
+        if field and (not isinstance(items, list) or not items):
+            problem = f"empty {field}"
+        elif isinstance(data.get("error"), dict):
+            problem = "an error in a 2xx body"
+        else:
+            return
+        said = error_message(data, self._key) if data.get("error") else ""
+        raise Transient(f"{self.name}: {problem}" + (f": {said}" if said else ""))
+
+    def _completion(self, data: Any, rate: RateInfo | None, latency: float) -> Completion:
+        """A Completion from a parsed 200 body; Transient if it has no choices."""
+        if isinstance(data, dict) and data.get("system_fingerprint") == SIM_FINGERPRINT:
             # `ttc serve` answers with the offline simulator: reports must say so.
             self.simulated = True
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices:
-            said = error_message(data, self._key) if "error" in data else ""
-            raise Transient(f"{self.name}: empty choices" + (f": {said}" if said else ""))
+        self._check_answer("/chat/completions", data)
+        choices = data["choices"]
         try:
             ordered = sorted(enumerate(choices), key=_choice_order)
-            texts = tuple(_content(choice.get("message") or {}) for _, choice in ordered)
-            reasons = tuple(str(choice.get("finish_reason") or "") for _, choice in ordered)
+            answers = [_answer(choice) for _, choice in ordered]
+            texts = tuple(text for text, _ in answers)
+            reasons = tuple(reason for _, reason in answers)
             usage = data.get("usage") or {}
             prompt = int(usage.get("prompt_tokens") or 0)
             completion = int(usage.get("completion_tokens") or 0)
@@ -243,6 +272,18 @@ def _choice_order(pair: tuple[int, Any]) -> tuple[int, int]:
     position, choice = pair
     index = choice.get("index")
     return (index if isinstance(index, int) else position, position)
+
+
+def _answer(choice: Mapping[str, Any]) -> tuple[str, str]:
+    """A choice's text and finish reason; a refusal in place of content is the text."""
+    message = choice.get("message") or {}
+    reason = str(choice.get("finish_reason") or "")
+    refusal = message.get("refusal")
+    if message.get("content") is None and isinstance(refusal, str):
+        return refusal, "refusal"
+    if not reason and message.get("tool_calls"):
+        reason = "tool_calls"
+    return _content(message), reason
 
 
 def _content(message: Mapping[str, Any]) -> str:

@@ -29,7 +29,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ttc.adapters._gemini import GEMINI_KEY_ENVS
-from ttc.adapters._http import OPENAI_BASE_URL, api_key_from, is_local_url, status_error
+from ttc.adapters._http import (
+    NOT_AN_ENV_NAME,
+    OPENAI_BASE_URL,
+    api_key_from,
+    is_env_name,
+    is_local_url,
+    redact,
+    status_error,
+)
 from ttc.engine._errors import ConfigError, Fatal, ProviderError, RateLimited, Transient
 from ttc.engine._types import FloatArray
 
@@ -139,7 +147,8 @@ class OpenAIEmbedder(_RemoteEmbedder):
     """OpenAI `/embeddings` (or a compatible server) with a list input per batch.
 
     `dim`, if given, is requested as `dimensions` (text-embedding-3 models); leave it None for
-    servers that do not accept it. The key comes from `api_key`, else `api_key_env`.
+    servers that do not accept it. The key comes from `api_key`, else `api_key_env` (a name: a
+    value that looks like a key is a ConfigError that does not repeat it).
     """
 
     def __init__(
@@ -159,6 +168,8 @@ class OpenAIEmbedder(_RemoteEmbedder):
         super().__init__(
             batch_size=batch_size, dim=dim, max_attempts=max_attempts, backoff_s=backoff_s
         )
+        if api_key_env and not is_env_name(api_key_env):
+            raise ConfigError(f"{self.name}: api_key_env: {NOT_AN_ENV_NAME}")
         self.model = model
         self.base_url = base_url.rstrip("/")
         is_openai = self.base_url == OPENAI_BASE_URL
@@ -224,9 +235,11 @@ class OpenAIEmbedder(_RemoteEmbedder):
                 secret=self._key,
             ) from None
         except openai.APIConnectionError as exc:
-            raise Transient(f"{self.name}: {type(exc).__name__}: {exc}") from exc
+            said = redact(str(exc), self._key)
+            raise Transient(f"{self.name}: {type(exc).__name__}: {said}") from exc
         except openai.APIResponseValidationError as exc:
-            raise Fatal(f"{self.name}: unreadable response: {exc}") from exc
+            said = redact(str(exc), self._key)
+            raise Fatal(f"{self.name}: unreadable response: {said}") from exc
         except json.JSONDecodeError as exc:
             raise Transient(f"{self.name}: truncated body (not JSON): {exc}") from exc
 
@@ -259,6 +272,8 @@ class GeminiEmbedder(_RemoteEmbedder):
         super().__init__(
             batch_size=batch_size, dim=dim, max_attempts=max_attempts, backoff_s=backoff_s
         )
+        if api_key_env and not is_env_name(api_key_env):
+            raise ConfigError(f"{self.name}: api_key_env: {NOT_AN_ENV_NAME}")
         envs = (api_key_env,) if api_key_env else GEMINI_KEY_ENVS
         key = api_key_from(api_key, envs)
         if key is None and not (base_url is not None and is_local_url(base_url)):
@@ -324,8 +339,10 @@ class GeminiEmbedder(_RemoteEmbedder):
                 status, headers, exc.details, who=self.name, secret=self._key
             ) from None
         except _http_transport_errors() as exc:
-            raise Transient(f"{self.name}: {type(exc).__name__}: {exc}") from exc
+            said = redact(str(exc), self._key)
+            raise Transient(f"{self.name}: {type(exc).__name__}: {said}") from exc
         except pydantic.ValidationError as exc:
-            raise Fatal(f"{self.name}: unreadable response: {exc}") from exc
+            said = redact(str(exc), self._key)
+            raise Fatal(f"{self.name}: unreadable response: {said}") from exc
         except json.JSONDecodeError as exc:
             raise Transient(f"{self.name}: truncated body (not JSON): {exc}") from exc

@@ -19,6 +19,17 @@ A request on a model route goes: parse (400) → concurrency, RPM, TPM over a sl
 them, so tests and benchmarks can shrink the minute. A request's tokens (input + output +
 thinking) enter the TPM window when its response is sent; requests enter the RPM window when
 admitted. Faults touch generation routes only.
+
+Two waits are announced, as OpenAI means them:
+
+    x-ratelimit-reset-requests, -tokens    the time until the window is back to its full
+      (every OpenAI response)                allowance: its newest entry leaves
+    Retry-After, retry-after-ms (a 429),   the time until the window has room again: its oldest
+      Google RetryInfo, "try again in"       entries leave until it holds less than the limit
+                                             (for requests, the oldest one)
+
+Answers say they are simulated: OpenAI bodies carry `system_fingerprint` SIM_FINGERPRINT and
+Gemini bodies a `modelVersion` of the requested model plus SIM_MODEL_SUFFIX.
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ import numpy as np
 import orjson
 from aiohttp import web
 
+from ttc.adapters._http import SIM_FINGERPRINT, SIM_MODEL_SUFFIX
 from ttc.adapters._lexical import LexicalEmbedder
 from ttc.adapters._promptmap import PromptMap
 from ttc.adapters._sim import SimConfig, SimProvider, _prose, _stable_hash
@@ -203,9 +215,21 @@ class _Window:
             self.amounts.append(amount)
             self.total += amount
 
-    def reset(self, now: float) -> float:
-        """Seconds until the oldest entry leaves the window (0 if empty)."""
-        return max(0.0, self.times[0] + self.span - now) if self.times else 0.0
+    def full(self, now: float) -> float:
+        """Seconds until the window is back to its full allowance: the newest entry leaves."""
+        return max(0.0, self.times[-1] + self.span - now) if self.times else 0.0
+
+    def room(self, now: float) -> float:
+        """Seconds until the window admits again: the oldest entries leave until its total is
+        below the limit (for requests, one unit each, until the oldest entry leaves)."""
+        excess = self.total - self.limit
+        if excess < 0:
+            return 0.0
+        for time_, amount in zip(self.times, self.amounts, strict=True):
+            excess -= amount
+            if excess < 0:
+                return max(0.0, time_ + self.span - now)
+        return 0.0
 
 
 def _per_window(per_minute: int, window: float) -> int:
@@ -234,7 +258,7 @@ def _proto_duration(seconds: float) -> str:
 @dataclass(frozen=True, slots=True)
 class _Refusal:
     kind: str  # "requests", "tokens" or "concurrency"
-    reset_s: float
+    retry_s: float  # until there is room again (Retry-After), not until the window is full
     message: str
 
 
@@ -459,7 +483,7 @@ def _openai_chat_body(call: _Call, c: Completion, serial: int) -> dict[str, Any]
             "prompt_tokens_details": {"cached_tokens": 0},
             "completion_tokens_details": {"reasoning_tokens": u.thinking_tokens},
         },
-        "system_fingerprint": "fp_ttc_sim",
+        "system_fingerprint": SIM_FINGERPRINT,
     }
 
 
@@ -484,7 +508,7 @@ def _gemini_body(call: _Call, c: Completion, serial: int) -> dict[str, Any]:
             for i, (text, reason) in enumerate(zip(c.texts, c.finish_reasons, strict=True))
         ],
         "usageMetadata": usage,
-        "modelVersion": call.model,
+        "modelVersion": call.model + SIM_MODEL_SUFFIX,
         "responseId": f"sim{serial:021d}",
     }
 
@@ -631,7 +655,7 @@ class _Gemini:
     def refusal(refusal: _Refusal) -> bytes:
         retry = {
             "@type": "type.googleapis.com/google.rpc.RetryInfo",
-            "retryDelay": _proto_duration(refusal.reset_s),
+            "retryDelay": _proto_duration(refusal.retry_s),
         }
         err = {
             "code": 429,
@@ -740,22 +764,22 @@ class _Server:
         if rpm is not None:
             rpm.prune(now)
             if rpm.total >= rpm.limit:
-                reset = rpm.reset(now)
+                wait = rpm.room(now)
                 message = (
                     f"Rate limit reached on requests per window ({opts.window:g} s): Limit "
                     f"{rpm.limit}, Used {rpm.total}, Requested 1. Please try again in "
-                    f"{_go_duration(reset)}."
+                    f"{_go_duration(wait)}."
                 )
-                return _Refusal("requests", reset, message)
+                return _Refusal("requests", wait, message)
         if tpm is not None:
             tpm.prune(now)
             if tpm.total >= tpm.limit:
-                reset = tpm.reset(now)
+                wait = tpm.room(now)
                 message = (
                     f"Rate limit reached on tokens per window ({opts.window:g} s): Limit "
-                    f"{tpm.limit}, Used {tpm.total}. Please try again in {_go_duration(reset)}."
+                    f"{tpm.limit}, Used {tpm.total}. Please try again in {_go_duration(wait)}."
                 )
-                return _Refusal("tokens", reset, message)
+                return _Refusal("tokens", wait, message)
         if rpm is not None:
             rpm.add(now, 1)
         return None
@@ -764,8 +788,8 @@ class _Server:
         self.stats.rate_limited[refusal.kind] += 1
         headers = self._rate_headers() if wire.rate_headers else {}
         if wire.rate_headers:
-            headers["Retry-After"] = str(math.ceil(refusal.reset_s))
-            headers["retry-after-ms"] = str(math.ceil(refusal.reset_s * 1000))
+            headers["Retry-After"] = str(math.ceil(refusal.retry_s))
+            headers["retry-after-ms"] = str(math.ceil(refusal.retry_s * 1000))
         return self._reply(429, wire.refusal(refusal), headers)
 
     def _rate_headers(self) -> dict[str, str]:
@@ -783,7 +807,7 @@ class _Server:
                 left = max(0, window.limit - window.total)
                 headers[f"x-ratelimit-limit-{unit}"] = str(limit)
                 headers[f"x-ratelimit-remaining-{unit}"] = str(math.floor(left * per_minute))
-                headers[f"x-ratelimit-reset-{unit}"] = _go_duration(window.reset(now))
+                headers[f"x-ratelimit-reset-{unit}"] = _go_duration(window.full(now))
         return headers
 
     def _enter(self) -> None:

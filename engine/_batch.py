@@ -5,9 +5,10 @@
                                                        └─► journal.record (one line, at once)
     every request landed ─► OUTPUT.jsonl in input order (temporary file, then rename)
 
-Each input line gets exactly one output line in the Batch output format. A response (2xx, or a
-4xx other than 429, recorded as OpenAI does) is final; a request whose retries ran out (429, 5xx,
-timeouts, resets) or that failed fatally gets an `error` line and is sent again by a later run on
+Each input line gets exactly one output line in the Batch output format. A response (a 2xx
+that is an answer, or a 4xx other than 429, recorded as OpenAI does) is final; a request whose
+retries ran out (429, 5xx, timeouts, resets, a 2xx with no `choices` or `data` or with an
+`error` object) or that failed fatally gets an `error` line and is sent again by a later run on
 the same output, which resumes from the journal by itself (a journal of another input is
 refused). An interrupted run writes no output, only the journal.
 """
@@ -59,8 +60,10 @@ class RawProvider(Protocol):
     """An endpoint that POSTs a JSON body as is (e.g. `ttc.adapters._openai.OpenAIProvider`).
 
     `path` is relative to the provider's base URL (which ends in /v1). It raises RateLimited,
-    Transient or Fatal for failures, and returns (status, parsed body, rate) for a 2xx or for a
-    request refused as bad (a 4xx other than 429), which is recorded, not retried.
+    Transient or Fatal for failures, a 2xx that is no answer among them (Transient: no `choices`
+    for /chat/completions and /completions, no `data` for /embeddings, an `error` object), and
+    returns (status, parsed body, rate) for a 2xx answer or for a request refused as bad (a 4xx
+    other than 429), which is recorded, not retried.
     """
 
     async def post_json(self, path: str, body: dict[str, Any]) -> PostResult: ...
@@ -352,7 +355,9 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", default=OPENAI_BASE_URL, help="API base URL, ending in /v1")
     parser.add_argument("--model", help="set (or override) every request body's model")
     parser.add_argument(
-        "--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key"
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        help="the NAME of the environment variable holding the key (not the key)",
     )
     parser.add_argument("--rpm", type=_positive(float), help="requests per minute")
     parser.add_argument("--tpm", type=_positive(float), help="tokens per minute")
@@ -377,8 +382,12 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def cmd_batch(args: argparse.Namespace) -> int:
     """`ttc batch INPUT --out OUTPUT`: 0 all lines written, 130 interrupted (resumable)."""
+    from ttc.adapters._http import NOT_AN_ENV_NAME, is_env_name
     from ttc.adapters._openai import OpenAIProvider
 
+    if args.api_key_env and not is_env_name(args.api_key_env):
+        # argparse would quote the value in its error, and the value may be a key.
+        raise ConfigError(f"--api-key-env: {NOT_AN_ENV_NAME}")
     # The model goes in each body; the provider's own is only for its messages.
     provider = OpenAIProvider(
         args.model or "batch", base_url=args.base_url, api_key_env=args.api_key_env

@@ -242,10 +242,25 @@ class CachingProvider:
     def model(self) -> str:
         return self.provider.model
 
+    def _key(self, request: Request) -> str:
+        # One entry per request: the engine sends n=1; for n>1 the whole completion is one entry.
+        # A provider at another endpoint (a rehearsal server, a second vLLM host) answers the
+        # same model name differently: its endpoint is part of the provider's identity.
+        endpoint = getattr(self.provider, "endpoint", None)
+        name = self.provider.name if not endpoint else f"{self.provider.name}@{endpoint}"
+        return cache_key(name, self.provider.model, request, sample_index=0)
+
+    def lookup(self, request: Request) -> Completion | None:
+        """The cached completion for `request`, if any; the engine asks before it waits for a
+        rate-limit slot, so answers from the cache never pay for requests per minute."""
+        cached = self.cache.get(self._key(request))
+        if cached is not None:
+            self.hits += 1
+        return cached
+
     async def generate(self, request: Request) -> Completion:
         """The cached completion for `request`, or the inner provider's, stored on the way out."""
-        # One entry per request: the engine sends n=1; for n>1 the whole completion is one entry.
-        key = cache_key(self.provider.name, self.provider.model, request, sample_index=0)
+        key = self._key(request)
         cached = self.cache.get(key)
         if cached is not None:
             self.hits += 1

@@ -1,6 +1,8 @@
 """What `ttc run`, `ttc compare`, `ttc resume`, `ttc verify` and `ttc report` do.
 
-Exit codes: 0 done; 2 bad input; 3 stopped by a budget (resumable); 130 interrupted (resumable).
+Exit codes: 0 done; 2 bad input; 3 stopped by a budget (resumable); 4 stopped because the provider
+refuses the account (a bad key, an exhausted quota) or every request fails (resumable); 130
+interrupted (resumable).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import orjson
 
 from ttc.engine._config import METHODS, RunConfig
-from ttc.engine._engine import SIM_NOTE, Engine, RunResult
+from ttc.engine._engine import PROVIDER_STOP, SIM_NOTE, Engine, RunResult
 from ttc.engine._errors import ConfigError, DataError
 from ttc.engine._journal import read_journal
 from ttc.engine._prices import parse_price
@@ -28,6 +30,7 @@ from ttc.engine._types import Embedder, Item, Provider, Sampling, Suite
 log = logging.getLogger("ttc")
 
 EXIT_BUDGET = 3
+EXIT_PROVIDER = 4
 EXIT_INTERRUPTED = 130
 
 # The engines of the running command, so that Ctrl-C can ask each of them to stop.
@@ -149,8 +152,13 @@ def api_provider(
     kind: str, model: str | None, base_url: str | None, api_key_env: str | None
 ) -> Provider:
     """An OpenAI(-compatible) or Gemini provider; a missing model or key is a ConfigError."""
+    from ttc.adapters._http import NOT_AN_ENV_NAME, is_env_name
+
     if not model:
         raise ConfigError(f"--model: required with --provider {kind}")
+    if api_key_env and not is_env_name(api_key_env):
+        # Never repeated: a value that is not a name may well be the key itself.
+        raise ConfigError(f"--api-key-env: {NOT_AN_ENV_NAME}")
     if kind == "openai":
         from ttc.adapters._openai import OpenAIProvider
 
@@ -269,6 +277,8 @@ def stop_code(out: Path) -> int:
     if engine is None or engine.stopped is None:
         return 0
     print(f"stopped: {engine.stopped}; go on with: ttc resume {out}")
+    if engine.stopped.startswith(PROVIDER_STOP):
+        return EXIT_PROVIDER
     return EXIT_INTERRUPTED if "interrupted" in engine.stopped else EXIT_BUDGET
 
 

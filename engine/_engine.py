@@ -31,7 +31,7 @@ import orjson
 
 from ttc.engine._config import FLAGS, OPERATIONAL, RunConfig
 from ttc.engine._difficulty import Estimates
-from ttc.engine._errors import ConfigError
+from ttc.engine._errors import ConfigError, Fatal, ProviderError
 from ttc.engine._journal import Journal, SampleKey, completed_samples, difficulty_ratings
 from ttc.engine._judges import RoleCaller
 from ttc.engine._limiter import Limiter
@@ -151,6 +151,7 @@ class Engine:
         self.stopped: str | None = None
         # True while rounds run (not during set-up or the final writing of results).
         self.running = False
+        self._failure_streak = 0
         self._mean_output = 512.0
         self._outputs_seen = 0
         self.scorer = self._caller("judge") if self.strategy.judgement.reward_model else None
@@ -171,6 +172,23 @@ class Engine:
         if self.stopped is None:
             self.stopped = reason
             log.warning("stopping: %s; requests in flight are finishing", reason)
+
+    def sample_failed(self, error: ProviderError) -> None:
+        """A sample ended in an error. An account-wide refusal (a bad key, an exhausted quota),
+        or a long streak of failures with no answer between them (a wrong --base-url or model),
+        stops dispatching: the rest of the test set would only collect the same refusal."""
+        self._failure_streak += 1
+        if isinstance(error, Fatal) and error.stops_run:
+            self.stop(f"{PROVIDER_STOP}: {str(error)[:300]}")
+        elif self._failure_streak >= FAILURE_STREAK:
+            self.stop(
+                f"{PROVIDER_STOP}: {self._failure_streak} samples in a row failed "
+                f"(last: {str(error)[:300]})"
+            )
+
+    def sample_answered(self) -> None:
+        """A sample got a response: the failure streak is over."""
+        self._failure_streak = 0
 
     def cost(self, usage: Usage) -> float | None:
         """What `usage` cost, by this run's price (None when the model has no known price)."""
@@ -373,6 +391,12 @@ class Engine:
                     f"--resume: the run in {self._out_path()} had a different {key} "
                     f"({before.get(key)!r}, now {now.get(key)!r})"
                 )
+        # Runs made before endpoints were recorded have none: nothing to compare.
+        if "endpoint" in before and before["endpoint"] != now["endpoint"]:
+            raise ConfigError(
+                f"--base-url: the run in {self._out_path()} was sent to "
+                f"{before['endpoint']!r}, not {now['endpoint']!r}; a resumed run must match"
+            )
 
     def _out_path(self) -> Path | None:
         return None if self.rundir is None else self.rundir.path
@@ -415,6 +439,9 @@ class Engine:
             "roles": self._describe_roles() or None,
             "provider": self.provider.name,
             "model": self.provider.model,
+            # Where the provider sends (None for in-process ones): a rehearsal server and the
+            # vendor answer the same model name differently.
+            "endpoint": getattr(self.provider, "endpoint", None),
             "suite": self.suite.name,
             "items": len(items),
             "items_sha256": digest.hexdigest(),
@@ -464,6 +491,11 @@ class Engine:
             extra["note"] = SIM_NOTE
         return extra
 
+
+# A stop for the provider's reasons starts with this; `ttc run` then exits with code 4.
+PROVIDER_STOP = "the provider refuses"
+# Samples failing in a row, none answered between them, that stop a run.
+FAILURE_STREAK = 32
 
 SIM_NOTE = (
     "simulated: these numbers come from the offline sim provider; they measure the engine's "

@@ -7,7 +7,8 @@
         ├── RateLimited      429 / quota: retry, no sooner than `retry_after`
         ├── Transient        5xx, reset, timeout, truncated body: retry with backoff
         ├── BadRequest       the request itself is wrong: do not retry this request
-        └── Fatal            auth, unknown model, garbage from the provider: do not retry
+        └── Fatal            auth, unknown model, garbage from the provider: do not retry;
+                             `stops_run` when the account itself is refused (key, quota)
 
 The engine owns every retry; providers never sleep or loop.
 """
@@ -71,6 +72,15 @@ class BadRequest(ProviderError):
 
 
 class Fatal(ProviderError):
-    """Authentication, a missing model, or an answer the adapter cannot read."""
+    """Authentication, a missing model, or an answer the adapter cannot read.
+
+    `stops_run`: the failure is the account's, not the request's (a bad or revoked key, an
+    exhausted quota or billing): every further request would fail the same way, so the engine
+    stops dispatching and leaves the run resumable instead of spending the test set on refusals.
+    """
 
     kind = "fatal"
+
+    def __init__(self, message: str = "fatal", *, stops_run: bool = False) -> None:
+        super().__init__(message)
+        self.stops_run = stops_run

@@ -60,6 +60,8 @@ class _TokenPace:
         self.burst = burst
         self._empty_at = -math.inf  # when the virtual bucket drains completely
         self._lock = asyncio.Lock()  # FIFO: requests pass in the order they asked
+        # The head waiter's wake-up: its timer, or a refund that makes room sooner.
+        self._wake: asyncio.Future[None] | None = None
 
     def _level(self, now: float) -> float:
         return max(0.0, self._empty_at - now) * self.rate
@@ -74,13 +76,29 @@ class _TokenPace:
                 room_needed = max(0.0, level + min(amount, self.burst) - self.burst)
                 if room_needed <= 1e-9:
                     break
-                await asyncio.sleep(room_needed / self.rate)
+                wake = self._wake = loop.create_future()
+                timer = loop.call_later(room_needed / self.rate, _resolve, wake)
+                try:
+                    await wake
+                finally:
+                    timer.cancel()
+                    self._wake = None
             self._empty_at = max(self._empty_at, now) + amount / self.rate
 
     def charge(self, amount: float) -> None:
-        """Adds (or, negative, refunds) tokens without waiting; never refunds into the past."""
+        """Adds (or, negative, refunds) tokens without waiting; never refunds into the past.
+
+        A refund wakes the request waiting at the head, which then re-checks its room.
+        """
         now = asyncio.get_running_loop().time()
         self._empty_at = max(max(self._empty_at, now) + amount / self.rate, now)
+        if amount < 0 and self._wake is not None:
+            _resolve(self._wake)
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class _AdaptiveCap:
@@ -257,9 +275,15 @@ class Limiter:
             self._cap.release()
 
     def reconcile(self, estimated: int, actual: int) -> None:
-        """Corrects the TPM charge of a finished request from its estimate to its real usage."""
-        if self._tpm_pace is not None and actual != estimated:
-            self._tpm_pace.charge(actual - estimated)
+        """Corrects the TPM charge of a finished request from its estimate to its real usage
+        (0 for a request the server refused). A usage beyond one period's tokens is charged as
+        one period's: a provider reporting nonsense must not stall the run for years."""
+        pace = self._tpm_pace
+        if pace is None or self._tpm is None:
+            return
+        actual = min(max(0, actual), math.ceil(self._tpm))
+        if actual != estimated:
+            pace.charge(actual - estimated)
 
     def succeeded(self, rate: RateInfo | None = None) -> None:
         """A clean response: the cap grows; announced limits and exhausted quotas are heeded."""

@@ -98,7 +98,13 @@ class RoundRun:
                 j for j in self._jobs(allotment, plan, sampling) if (j.row, j.k) not in replayed
             )
             await run_round(
-                jobs, sender, self.on_landed, self.on_judged, workers=workers, verifiers=verifiers
+                jobs,
+                sender,
+                self.on_landed,
+                self.on_judged,
+                workers=workers,
+                verifiers=verifiers,
+                stopped=lambda: self.engine.stopped is not None,
             )
         count_into(self.state, self.stats)
 
@@ -208,7 +214,9 @@ class RoundRun:
             self.stats.rate_limited += err.kind == "rate_limited"
             self._emit({**event, "ok": False, "error": err.kind, "message": str(err)[:500]})
             self._settle(job.row, job.k, None, Usage(), None, None, emit=False)
+            self.engine.sample_failed(err)
             return
+        self.engine.sample_answered()
         u = comp.usage
         self.engine.observe_output(u)
         self._emit(

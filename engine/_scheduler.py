@@ -74,6 +74,11 @@ class Sender:
 
     async def send_with_retry(self, job: Job) -> Outcome:
         """Attempts until success, a non-retryable error, or the policy's last attempt."""
+        lookup = getattr(self.provider, "lookup", None)  # a response cache answers first
+        if lookup is not None:
+            cached: Completion | None = lookup(job.request)
+            if cached is not None and len(cached.texts) == job.request.n:
+                return Outcome(cached, None, 1)
 
         async def attempt() -> Completion:
             completion = await self.provider.generate(job.request)
@@ -130,6 +135,7 @@ class Sender:
                 raise Transient(f"attempt timed out after {self.timeout_s:g}s") from exc
             except RateLimited as exc:
                 self.limiter.rate_limited(ticket, exc.rate)
+                self.limiter.reconcile(est_tokens, 0)  # refused: the server counted nothing
                 raise
             except ProviderError:
                 raise
@@ -157,8 +163,13 @@ async def run_round(
     workers: int,
     verifiers: int,
     batch: int = 64,
+    stopped: Callable[[], bool] = lambda: False,
 ) -> None:
-    """Sends every job; `on_landed` sees each outcome at once, `on_judged` the answered ones."""
+    """Sends every job; `on_landed` sees each outcome at once, `on_judged` the answered ones.
+
+    Once `stopped()` is true, jobs still queued are dropped unsent (a resumed run sends them);
+    requests in flight finish.
+    """
     todo: asyncio.Queue[Job | None] = asyncio.Queue(maxsize=2 * workers)
     landed: asyncio.Queue[tuple[Job, Completion] | None] = asyncio.Queue(maxsize=2 * workers)
     senders_left = workers
@@ -166,6 +177,8 @@ async def run_round(
     async def request_worker() -> None:
         nonlocal senders_left
         while (job := await todo.get()) is not None:
+            if stopped():
+                continue
             outcome = await sender.send_with_retry(job)
             on_landed(job, outcome)
             if outcome.completion is not None:

@@ -35,6 +35,7 @@ from ttc.engine._types import RateInfo
 
 CHAT = "/v1/chat/completions"
 USAGE = {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}
+CHOICES = [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]
 
 # A scripted step: a status to answer with, an error to raise, or "hang" (wait until cancelled).
 Step = int | ProviderError | str
@@ -70,7 +71,12 @@ class FakeEndpoint:
         if step == "hang":
             await asyncio.Event().wait()
         if step == 200:
-            reply = {"id": f"chatcmpl-{name_of(body)}", "model": body.get("model"), "usage": USAGE}
+            reply = {
+                "id": f"chatcmpl-{name_of(body)}",
+                "model": body.get("model"),
+                "choices": CHOICES,
+                "usage": USAGE,
+            }
             return 200, reply, None
         return int(step), {"error": {"message": f"bad {name_of(body)}"}}, None
 
@@ -173,7 +179,12 @@ async def test_batch_output_format_fields(tmp_path: Path) -> None:
     assert ok["response"]["status_code"] == 200
     assert isinstance(ok["response"]["request_id"], str)
     assert ok["response"]["request_id"]
-    assert ok["response"]["body"] == {"id": "chatcmpl-a", "model": "gpt-x", "usage": USAGE}
+    assert ok["response"]["body"] == {
+        "id": "chatcmpl-a",
+        "model": "gpt-x",
+        "choices": CHOICES,
+        "usage": USAGE,
+    }
     assert ok["error"] is None
     assert failed["id"] != ok["id"]
     assert failed["response"] is None
@@ -429,19 +440,36 @@ async def test_ctrl_c_stops_writes_the_journal_and_prints_the_resume_hint(
 
 
 class Loopback:
-    """A real HTTP endpoint: chat completions (400 for the text "bad") and embeddings."""
+    """A real HTTP endpoint: chat completions (400 for the text "bad") and embeddings.
+
+    The text or input "empty N" is answered N times with a 200 that holds no answer (no choices,
+    no data), then as usual.
+    """
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, str | None, dict[str, Any]]] = []
         self.url = ""
+        self.empty_left: dict[tuple[str, str], int] = {}
+
+    def empty(self, path: str, text: str) -> bool:
+        """Whether this request of `text` to `path` gets an empty 200."""
+        if not text.startswith("empty "):
+            return False
+        left = self.empty_left.setdefault((path, text), int(text.split()[1]))
+        self.empty_left[path, text] = left - 1
+        return left > 0
 
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.seen.append((request.path, request.headers.get("Authorization"), body))
         if request.path == "/v1/embeddings":
+            if self.empty(request.path, body["input"]):
+                return web.json_response({"object": "list", "data": [], "model": "emb"})
             data = [{"object": "embedding", "index": 0, "embedding": [0.5, 1.0]}]
             usage = {"prompt_tokens": 2, "total_tokens": 2}
             return web.json_response({"object": "list", "data": data, "usage": usage})
+        if self.empty(request.path, body["messages"][0]["content"]):
+            return web.json_response({"id": "chatcmpl-0", "choices": [], "usage": USAGE})
         if body["messages"][0]["content"] == "bad":
             error = {"message": "max_tokens is too large", "type": "invalid_request_error"}
             return web.json_response({"error": error}, status=400)
@@ -511,3 +539,46 @@ async def test_cmd_batch_against_a_real_http_server(
     printed = capsys.readouterr().out
     assert "3 requests: 2 answered, 1 refused (4xx), 0 errors" in printed
     assert f"output: {tmp_path / 'out.jsonl'}" in printed
+
+
+async def test_a_200_without_an_answer_is_retried_and_never_final(
+    tmp_path: Path, loopback: Loopback
+) -> None:
+    from ttc.adapters._openai import OpenAIProvider
+
+    lines = [
+        request("empty 1"),
+        request("empty 9"),
+        request("empty 1", url="/v1/embeddings"),
+        request("empty 9", url="/v1/embeddings"),
+    ]
+    lines[2]["custom_id"], lines[3]["custom_id"] = "emb 1", "emb 9"
+    write_input(tmp_path / "in.jsonl", lines)
+    provider = OpenAIProvider("batch", base_url=loopback.url)
+    try:
+        summary = await batch(tmp_path, provider, max_attempts=3)
+    finally:
+        await provider.aclose()
+    once, always, emb_once, emb_always = read_lines(tmp_path / "out.jsonl")
+    assert once["response"]["status_code"] == 200
+    assert once["response"]["body"]["choices"][0]["message"]["content"] == "hi"
+    assert emb_once["response"]["body"]["data"][0]["embedding"] == [0.5, 1.0]
+    for failed, said in ((always, "empty choices"), (emb_always, "empty data")):
+        assert failed["response"] is None
+        assert failed["error"]["code"] == "transient"
+        assert said in failed["error"]["message"]
+    assert summary.counts == {"200": 2, "error:transient": 2}
+    assert summary.retries == 1 + 2 + 1 + 2
+    assert len(loopback.seen) == 2 + 3 + 2 + 3
+
+
+@pytest.mark.parametrize("value", ["sk-proj-0123456789abcdef", "gsk_Qw8ErTy5UiOp3AsDf7GhJk"])
+async def test_a_key_given_as_api_key_env_is_refused_unrepeated(tmp_path: Path, value: str) -> None:
+    write_input(tmp_path / "in.jsonl", [request("a")])
+    args = parse(
+        [str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "out.jsonl"), "--api-key-env", value]
+    )
+    with pytest.raises(ConfigError, match=r"^--api-key-env: expected the NAME") as caught:
+        await cmd_batch(args)
+    assert value not in str(caught.value)
+    assert not journal_path(tmp_path / "out.jsonl").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import sqlite3
@@ -26,6 +27,9 @@ from ttc.engine import (
     Usage,
 )
 from ttc.engine._cache import CachingProvider, ResponseCache, cache_key
+from ttc.engine._limiter import Limiter
+from ttc.engine._retry import RetryPolicy
+from ttc.engine._scheduler import Job, Sender
 
 REQUEST = Request(
     messages=(Message("system", "Be brief."), Message("user", "What is 2+2?")),
@@ -355,6 +359,35 @@ async def test_another_model_is_not_served_from_the_cache(tmp_path: Path) -> Non
             await a.generate(r)
             await b.generate(r)
         assert (a.misses, b.misses, a.hits, b.hits) == (3, 3, 0, 0)
+
+
+async def test_another_endpoint_is_not_served_from_the_cache(tmp_path: Path) -> None:
+    # A rehearsal against `ttc serve` with the real model name must not answer the real run.
+    with ResponseCache(tmp_path / "c.sqlite3") as cache:
+        rehearsal = CountingProvider(model="gpt-4.1-mini")
+        rehearsal.endpoint = "http://127.0.0.1:8000/v1"  # type: ignore[attr-defined]
+        real = CountingProvider(model="gpt-4.1-mini")
+        real.endpoint = "https://api.openai.com/v1"  # type: ignore[attr-defined]
+        a, b = CachingProvider(rehearsal, cache), CachingProvider(real, cache)
+        for r in requests(3):
+            await a.generate(r)
+            await b.generate(r)
+        assert (a.misses, b.misses, b.hits) == (3, 3, 0)
+
+
+async def test_cached_answers_do_not_wait_for_the_rate_limit(tmp_path: Path) -> None:
+    with ResponseCache(tmp_path / "c.sqlite3") as cache:
+        provider = CachingProvider(CountingProvider(), cache)
+        for r in requests(5):
+            await provider.generate(r)
+        # One request per minute: were the cached answers paced, this would take 4 minutes.
+        limiter = Limiter(rpm=1, headroom=0.0)
+        sender = Sender(provider, limiter, RetryPolicy(), 10.0, lambda *a: None)
+        async with asyncio.timeout(5):
+            for i, r in enumerate(requests(5)):
+                outcome = await sender.send_with_retry(Job(i, 1, 0, r, est_tokens=10))
+                assert outcome.completion is not None
+        assert (provider.hits, provider.misses) == (5, 5)
 
 
 async def test_errors_are_not_cached(tmp_path: Path) -> None:

@@ -7,7 +7,17 @@ from pathlib import Path
 import orjson
 from fakes import FakeSuite, ScriptedProvider, items
 
-from ttc.engine import Engine, Fatal, RateLimited, RetryPolicy, RunConfig, RunResult, Transient
+from ttc.engine import (
+    BadRequest,
+    Engine,
+    Fatal,
+    RateLimited,
+    RetryPolicy,
+    RunConfig,
+    RunResult,
+    Transient,
+)
+from ttc.engine._engine import FAILURE_STREAK, PROVIDER_STOP
 
 FAST = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01)
 
@@ -103,3 +113,46 @@ async def test_garbage_from_a_provider_is_fatal_not_a_crash(tmp_path: Path) -> N
     sample = next(e for e in journal(tmp_path) if e["ev"] == "sample")
     assert sample["error"] == "fatal"
     assert "KeyError" in str(sample["message"])
+
+
+async def test_a_refused_account_stops_the_run_resumably(tmp_path: Path) -> None:
+    # A revoked key: every request would be refused the same way; stop at the first.
+    refused = Fatal("HTTP 401: invalid_api_key", stops_run=True)
+    provider = ScriptedProvider({f"q{i}": [refused] for i in range(200)})
+    async with Engine(
+        provider,
+        FakeSuite(pool=items(200)),
+        RunConfig(method="elim", rounds=2, concurrency=4, verifier_workers=0),
+        out_dir=tmp_path,
+        retry=FAST,
+    ) as engine:
+        result = await engine.run()
+    assert engine.stopped is not None
+    assert engine.stopped.startswith(PROVIDER_STOP)
+    assert "invalid_api_key" in engine.stopped
+    assert len(provider.history) <= 4  # the requests in flight when it stopped, not 200
+    assert not result.rounds[0].complete  # the round is unfinished: `ttc resume` goes on
+    assert orjson.loads((tmp_path / "summary.json").read_bytes())["complete"] is False
+
+
+async def test_a_streak_of_failures_stops_the_run(tmp_path: Path) -> None:
+    # A wrong --base-url or model: each request is a bad request, none is answered.
+    provider = ScriptedProvider({f"q{i}": [BadRequest("HTTP 404")] for i in range(200)})
+    async with Engine(
+        provider,
+        FakeSuite(pool=items(200)),
+        RunConfig(method="elim", rounds=1, concurrency=2, verifier_workers=0),
+        retry=FAST,
+    ) as engine:
+        await engine.run()
+    assert engine.stopped is not None
+    assert f"{FAILURE_STREAK} samples in a row failed" in engine.stopped
+    assert FAILURE_STREAK <= len(provider.history) <= FAILURE_STREAK + 4
+
+
+async def test_failures_between_answers_do_not_stop_the_run(tmp_path: Path) -> None:
+    script = {f"q{i}": ["right" if i % 10 == 0 else BadRequest("no")] for i in range(200)}
+    provider = ScriptedProvider(script)  # type: ignore[arg-type]
+    result = await run(provider, 200, tmp_path, rounds=1, concurrency=1)
+    assert len(provider.history) == 200
+    assert result.rounds[0].complete

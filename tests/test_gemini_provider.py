@@ -18,6 +18,7 @@ from aiohttp import web
 
 from ttc.adapters._gemini import GeminiProvider
 from ttc.adapters._remote_embed import GeminiEmbedder
+from ttc.adapters._serve import ServeOptions, running_server
 from ttc.engine._errors import BadRequest, ConfigError, Fatal, RateLimited, Transient
 from ttc.engine._types import Embedder, Message, Provider, Request, Sampling
 
@@ -230,6 +231,59 @@ async def test_resource_exhausted_is_rate_limited(
     assert len(server.seen) == 1  # no retries inside the SDK
 
 
+def daily_quota() -> Reply:
+    """Gemini's answer once a free tier's requests of the day are spent (its real shape)."""
+    violation = {
+        "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+        "quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+        "quotaDimensions": {"location": "global", "model": "gemini-test"},
+        "quotaValue": "50",
+    }
+    return google_error(
+        429,
+        "RESOURCE_EXHAUSTED",
+        "You exceeded your current quota, please check your plan and billing details.",
+        {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [violation]},
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "41s"},
+    )
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        daily_quota(),
+        google_error(403, "PERMISSION_DENIED", f"Key {KEY} was denied"),
+        google_error(401, "UNAUTHENTICATED", "Request had invalid credentials"),
+        google_error(
+            400,
+            "INVALID_ARGUMENT",
+            "API key not valid. Please pass a valid API key.",
+            {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID"},
+        ),
+    ],
+)
+async def test_account_refusals_stop_the_run(
+    server: Loopback, provider: GeminiProvider, reply: Reply
+) -> None:
+    server.script.append(reply)
+    with pytest.raises(Fatal) as caught:
+        await provider.generate(ask())
+    assert caught.value.stops_run
+    assert len(server.seen) == 1
+    no_key_in(caught.value)
+
+
+async def test_malformed_retry_info_is_a_rate_limit_without_a_floor(
+    server: Loopback, provider: GeminiProvider
+) -> None:
+    for delay in ({"seconds": "x"}, {"seconds": -4}, "-1s", {"seconds": "1e400"}):
+        retry = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay}
+        server.script.append(google_error(429, "RESOURCE_EXHAUSTED", "slow down", retry))
+        with pytest.raises(RateLimited) as caught:
+            await provider.generate(ask())
+        assert caught.value.retry_after is None
+
+
 @pytest.mark.parametrize(
     ("reply", "error"),
     [
@@ -238,6 +292,7 @@ async def test_resource_exhausted_is_rate_limited(
         (google_error(400, "INVALID_ARGUMENT", "Invalid value at 'generation_config'"), BadRequest),
         (google_error(404, "NOT_FOUND", "models/gemini-test is not found"), BadRequest),
         (google_error(403, "PERMISSION_DENIED", f"Key {KEY} was denied"), Fatal),
+        (daily_quota(), Fatal),
         (google_error(401, "UNAUTHENTICATED", "Request had invalid credentials"), Fatal),
         (
             google_error(
@@ -293,6 +348,45 @@ def test_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GOOGLE_API_KEY", KEY)
     assert KEY not in repr(GeminiProvider("gemini-2.5-pro"))
     GeminiProvider("gemini-test", base_url="http://127.0.0.1:9/")  # local: a key is optional
+
+
+@pytest.mark.parametrize(
+    "value", [KEY, "AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUvW", "GEMINI KEY", "9LIVES"]
+)
+def test_a_key_given_as_the_env_name_is_refused_unrepeated(value: str) -> None:
+    local = "http://127.0.0.1:9/"
+    for make in (
+        lambda: GeminiProvider("gemini-test", base_url=local, api_key_env=value),
+        lambda: GeminiEmbedder(base_url=local, api_key_env=value),
+    ):
+        with pytest.raises(ConfigError, match="NAME of an environment variable") as caught:
+            make()
+        assert value not in str(caught.value)
+
+
+def test_endpoint_is_where_requests_go() -> None:
+    assert GeminiProvider("g", api_key=KEY).endpoint == "https://generativelanguage.googleapis.com"
+    local = GeminiProvider("g", base_url="http://127.0.0.1:9/", api_key=KEY)
+    assert local.endpoint == "http://127.0.0.1:9"
+
+
+async def test_answers_from_ttc_serve_are_marked_simulated(server: Loopback) -> None:
+    vendor = GeminiProvider("gemini-test", base_url=server.url, api_key=KEY)
+    try:
+        await vendor.generate(ask())
+        assert vendor.simulated is False
+    finally:
+        await vendor.aclose()
+    async with running_server(ServeOptions(port=0)) as sim:
+        provider = GeminiProvider("gemini-2.5-flash", base_url=sim.url)
+        before = provider.simulated
+        try:
+            completion = await provider.generate(ask(2))
+        finally:
+            await provider.aclose()
+    assert (before, provider.simulated) == (False, True)
+    assert len(completion.texts) == 2
+    assert provider.endpoint == sim.url
 
 
 async def test_local_server_without_key(server: Loopback, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,10 +8,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from fakes import ScriptedProvider
 
-from ttc.engine._errors import ConfigError
+from ttc.engine._errors import ConfigError, RateLimited
 from ttc.engine._limiter import Limiter
-from ttc.engine._types import RateInfo
+from ttc.engine._retry import RetryPolicy
+from ttc.engine._scheduler import Job, Sender
+from ttc.engine._types import Message, RateInfo, Request
 
 START = 1000.0
 
@@ -208,6 +211,50 @@ async def test_reconcile_charges_the_difference_both_ways(clock: FakeClock, crow
     assert len(crowd.entered) == 2
     await clock.advance_to(71.0)
     assert crowd.entered == [60.0, 61.0, 71.0]
+
+
+async def test_a_refund_wakes_the_request_waiting_for_room(clock: FakeClock, crowd: Crowd) -> None:
+    limiter = Limiter(tpm=600, headroom=0.0)  # 10 tokens per second
+    async with limiter.slot(600):  # estimated 600: the bucket is empty at 60 s
+        pass
+    crowd.spawn(limiter, est=10)
+    await clock.advance_to(5.0)
+    assert crowd.entered == []
+    limiter.reconcile(estimated=600, actual=100)  # it used 100: empty at 10 s, not 60 s
+    await clock.advance_to(9.9)
+    assert crowd.entered == []
+    await clock.advance_to(10.0)
+    assert crowd.entered == [10.0]
+
+
+async def test_nonsense_usage_costs_at_most_one_period(clock: FakeClock, crowd: Crowd) -> None:
+    limiter = Limiter(tpm=600, headroom=0.0)
+    async with limiter.slot(10):
+        pass
+    limiter.reconcile(estimated=10, actual=10**12)  # charged as 600 tokens, not 10**12
+    limiter.reconcile(estimated=10, actual=-5)  # a negative usage refunds the estimate only
+    crowd.spawn(limiter, est=1)  # 600 tokens were charged in all, less the refund of 10
+    await clock.advance_to(58.9)
+    assert crowd.entered == []
+    await clock.advance_to(59.0)
+    assert crowd.entered == [59.0]
+
+
+async def test_a_refused_request_gets_its_tokens_back(clock: FakeClock, crowd: Crowd) -> None:
+    limiter = Limiter(tpm=600, headroom=0.0)  # 10 tokens per second, no burst
+    provider = ScriptedProvider({"q0": [RateLimited("slow down"), "right:q0"]})
+    sender = Sender(provider, limiter, RetryPolicy(base_delay=0.0), 10.0, lambda *a: None)
+    job = Job(0, 1, 0, Request((Message("user", "q"),), n=1, item_id="q0"), est_tokens=300)
+    outcome = await sender.send_with_retry(job)
+    assert outcome.completion is not None
+    assert outcome.attempts == 2
+    # The refusal's 300 tokens came back; the answer's estimate was corrected to the 10 tokens
+    # it used: the bucket is empty after 1 s, not after 30 + 30 s.
+    crowd.spawn(limiter, est=1)
+    await clock.advance_to(0.9)
+    assert crowd.entered == []
+    await clock.advance_to(1.0)
+    assert crowd.entered == [1.0]
 
 
 async def test_a_request_above_the_burst_waits_for_an_empty_bucket(

@@ -282,6 +282,38 @@ def test_retry_after_formats() -> None:
     assert retry_after({}) is None
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"retry-after": "-5"},
+        {"retry-after": "nan"},
+        {"retry-after": "inf"},
+        {"retry-after": "1e400"},
+        {"retry-after": "9" * 400 + "s"},
+        {"retry-after": "Mon, 99 Foo 2024 25:61:00 GMT"},
+        {"retry-after": "Fri, 31 Dec 99999 23:59:59 GMT"},
+        {"retry-after": "Fri, 31 Dec 2027 23:59:59"},  # no zone
+        {"retry-after": ", , ,"},
+        {"retry-after-ms": "soon", "retry-after": "later"},
+        {"retry-after-ms": "nan"},
+        {"retry-after-ms": "-1"},
+        {"retry-after-ms": "1e400"},
+    ],
+)
+def test_garbage_retry_after_is_none(headers: dict[str, str]) -> None:
+    assert retry_after(headers) is None
+
+
+def test_garbage_rate_headers_are_none() -> None:
+    garbage = {
+        "x-ratelimit-limit-requests": "lots",
+        "x-ratelimit-remaining-tokens": "-3",
+        "x-ratelimit-reset-requests": "9" * 400 + "s",
+        "x-ratelimit-reset-tokens": "nan",
+    }
+    assert rate_info(garbage) is None
+
+
 def test_google_retry_info() -> None:
     body = {
         "error": {
@@ -301,6 +333,117 @@ def test_google_retry_info() -> None:
     assert error.retry_after == 1.5
 
 
+def retry_info(delay: Any) -> dict[str, Any]:
+    detail = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay}
+    return {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "details": [detail]}}
+
+
+@pytest.mark.parametrize(
+    ("delay", "seconds"),
+    [
+        ({"seconds": 3, "nanos": 500_000_000}, 3.5),
+        ({"seconds": "3"}, 3.0),  # proto3 JSON writes an int64 as a string
+        ({"nanos": 250_000_000}, 0.25),
+        ({"seconds": "x"}, None),
+        ({"seconds": -1}, None),
+        ({"seconds": float("nan")}, None),
+        ({"seconds": float("inf")}, None),
+        ({"seconds": "1e400"}, None),
+        ({"seconds": 10**400}, None),
+        ({"seconds": 1, "nanos": "lots"}, None),
+        ({"seconds": True}, None),
+        ({"seconds": [1]}, None),
+        ("-3s", None),
+        ("nans", None),
+        ("infs", None),
+        ("soon", None),
+        (7, None),
+        (None, None),
+    ],
+)
+def test_malformed_retry_info_is_none(delay: Any, seconds: float | None) -> None:
+    assert google_retry_delay(retry_info(delay)) == seconds
+    error = status_error(429, {}, retry_info(delay), who="g")  # never raises either
+    assert isinstance(error, RateLimited)
+    assert error.retry_after == seconds
+
+
+def quota_failure(quota_id: str, metric: str = "generate_content_free_tier_requests") -> Any:
+    """A Gemini 429 as the API sends one: a QuotaFailure, a Help link and a RetryInfo."""
+    violation = {
+        "quotaMetric": f"generativelanguage.googleapis.com/{metric}",
+        "quotaId": quota_id,
+        "quotaDimensions": {"location": "global", "model": "gemini-2.5-pro"},
+        "quotaValue": "50",
+    }
+    details = [
+        {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [violation]},
+        {"@type": "type.googleapis.com/google.rpc.Help", "links": [{"url": "https://ai.dev"}]},
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "17s"},
+    ]
+    message = "You exceeded your current quota, please check your plan and billing details."
+    return {
+        "error": {
+            "code": 429,
+            "message": message,
+            "status": "RESOURCE_EXHAUSTED",
+            "details": details,
+        }
+    }
+
+
+def test_a_daily_quota_stops_the_run_a_per_minute_one_waits() -> None:
+    daily = status_error(
+        429, {}, quota_failure("GenerateRequestsPerDayPerProjectPerModel-FreeTier"), who="g"
+    )
+    assert isinstance(daily, Fatal)
+    assert daily.stops_run
+    assert "GenerateRequestsPerDayPerProjectPerModel-FreeTier" in str(daily)
+    by_metric = status_error(
+        429, {}, quota_failure("SomeQuota", metric="requests_PerDay_per_project"), who="g"
+    )
+    assert isinstance(by_metric, Fatal)
+    assert by_metric.stops_run
+    minute = status_error(
+        429, {}, quota_failure("GenerateRequestsPerMinutePerProjectPerModel-FreeTier"), who="g"
+    )
+    assert isinstance(minute, RateLimited)
+    assert minute.retry_after == 17.0
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [
+        (401, None),
+        (403, None),
+        (429, "insufficient_quota"),
+        (429, "billing_not_active"),
+        (400, "billing_hard_limit_reached"),
+        (401, "account_deactivated"),
+        (400, "invalid_api_key"),
+        (400, "API_KEY_INVALID"),
+        (403, "PERMISSION_DENIED"),
+        (500, "PERMISSION_DENIED"),
+    ],
+)
+def test_account_refusals_stop_the_run(status: int, code: str | None) -> None:
+    error = {"message": "refused", "code": code, "type": code}
+    caught = status_error(status, {"retry-after": "1"}, {"error": error}, who="x")
+    assert isinstance(caught, Fatal)
+    assert caught.stops_run
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [(429, RateLimited), (503, Transient), (400, BadRequest), (404, BadRequest), (302, Fatal)],
+)
+def test_request_failures_do_not_stop_the_run(status: int, kind: type[ProviderError]) -> None:
+    error = {"message": "no", "code": "rate_limit_exceeded", "type": "requests"}
+    caught = status_error(status, {}, {"error": error}, who="x")
+    assert type(caught) is kind
+    assert not getattr(caught, "stops_run", False)
+
+
 # ── errors ───────────────────────────────────────────────────────────────────────────────────
 
 
@@ -314,8 +457,29 @@ def too_many(headers: dict[str, str]) -> Reply:
     [
         ({"retry-after": "7"}, 7.0),
         ({"retry-after-ms": "250", "retry-after": "7"}, 0.25),
-        ({**RATE_HEADERS, "x-ratelimit-remaining-tokens": "0"}, 360.0),
+        # A per-minute limit refills continuously: 30000 tokens a minute have room for 1000
+        # more after 2 s, long before the full reset of 6 minutes.
+        ({**RATE_HEADERS, "x-ratelimit-remaining-tokens": "0"}, 2.0),
         ({**RATE_HEADERS, "x-ratelimit-remaining-requests": "0"}, 0.12),
+        # 500 requests a minute: one more after 0.12 s, however far the full reset is...
+        (
+            {
+                **RATE_HEADERS,
+                "x-ratelimit-remaining-requests": "0",
+                "x-ratelimit-reset-requests": "30s",
+            },
+            0.12,
+        ),
+        # ...never later than the reset itself, and the reset as is when the limit is unknown.
+        ({"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "1.5s"}, 1.5),
+        (
+            {
+                "x-ratelimit-limit-tokens": "60",
+                "x-ratelimit-remaining-tokens": "0",
+                "x-ratelimit-reset-tokens": "3s",
+            },
+            3.0,
+        ),
         (RATE_HEADERS, None),
         ({}, None),
     ],
@@ -346,6 +510,7 @@ async def test_insufficient_quota_is_fatal(server: Loopback, provider: OpenAIPro
     with pytest.raises(Fatal, match="exceeded your current quota") as caught:
         await provider.generate(ask())
     assert not caught.value.retryable
+    assert caught.value.stops_run
 
 
 @pytest.mark.parametrize("status", [500, 502, 503, 504, 408, 409, 529])
@@ -382,6 +547,38 @@ async def test_empty_choices_are_transient(
         await provider.generate(ask())
 
 
+async def test_a_refusal_is_the_text_and_tool_calls_keep_their_reason(
+    server: Loopback, provider: OpenAIProvider
+) -> None:
+    call = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    choices = [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": None, "refusal": "I can't help."},
+            "finish_reason": "stop",
+        },
+        {
+            "index": 1,
+            "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+            "finish_reason": "tool_calls",
+        },
+        {
+            "index": 2,
+            "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+            "finish_reason": None,
+        },
+        {
+            "index": 3,
+            "message": {"role": "assistant", "content": "4", "refusal": None},
+            "finish_reason": "stop",
+        },
+    ]
+    server.script.append(Reply(body={"choices": choices}))
+    completion = await provider.generate(ask(4))
+    assert completion.texts == ("I can't help.", "", "", "4")
+    assert completion.finish_reasons == ("refusal", "tool_calls", "tool_calls", "stop")
+
+
 async def test_bad_request_quotes_the_server(server: Loopback, provider: OpenAIProvider) -> None:
     said = "Unsupported value: 'temperature' does not support 0.7 with this model. " + "x" * 1000
     server.script.append(Reply(400, {"error": {"message": said, "param": "temperature"}}))
@@ -404,6 +601,7 @@ async def test_auth_failures_are_fatal_and_never_show_the_key(
     )
     with pytest.raises(Fatal, match="Incorrect API key provided") as caught:
         await provider.generate(ask())
+    assert caught.value.stops_run
     no_key_in(caught.value)
     assert KEY not in repr(provider)
     assert KEY not in str(vars(provider).get("name"))
@@ -420,6 +618,50 @@ async def test_connection_refused_is_transient() -> None:
     finally:
         await p.aclose()
     no_key_in(caught.value)
+
+
+KEYS_AS_NAMES = [
+    KEY,
+    "sk-proj-AbC123",
+    "AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUvW",  # a Gemini key with no "-"
+    "gsk_Qw8ErTy5UiOp3AsDf7GhJk",
+    "MY KEY",
+    "1PASSWORD",
+    "$OPENAI_API_KEY",
+]
+
+
+@pytest.mark.parametrize("value", KEYS_AS_NAMES)
+def test_a_key_given_as_the_env_name_is_refused_unrepeated(value: str) -> None:
+    from ttc.engine._commands import api_provider
+
+    for make in (
+        lambda: OpenAIProvider("m", base_url="http://127.0.0.1:9/v1", api_key_env=value),
+        lambda: OpenAIEmbedder(base_url="http://127.0.0.1:9/v1", api_key_env=value),
+        lambda: api_provider("openai", "gpt-5", None, value),
+        lambda: api_provider("gemini", "gemini-2.5-pro", None, value),
+    ):
+        with pytest.raises(ConfigError, match="NAME of an environment variable") as caught:
+            make()
+        assert value not in str(caught.value)
+    with pytest.raises(ConfigError, match=r"^--api-key-env: expected the NAME"):
+        api_provider("openai", "gpt-5", None, value)
+
+
+@pytest.mark.parametrize("name", ["OPENAI_API_KEY", "_X", "my_key_2", "AZURE_OPENAI_KEY_2024"])
+def test_env_names_are_accepted(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(name, KEY)
+    provider = OpenAIProvider("m", api_key_env=name)
+    assert provider._key == KEY
+
+
+async def test_endpoint_is_the_base_url_without_a_slash(server: Loopback) -> None:
+    assert OpenAIProvider("m", api_key=KEY).endpoint == "https://api.openai.com/v1"
+    local = OpenAIProvider("m", base_url=server.url + "/")
+    assert local.endpoint == server.url
+    await local.generate(ask())
+    assert server.seen[-1].path == "/v1/chat/completions"
+    await local.aclose()
 
 
 def test_missing_key_for_openai_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -482,6 +724,45 @@ async def test_post_json(server: Loopback, provider: OpenAIProvider) -> None:
         server.script.append(reply)
         with pytest.raises(error):
             await provider.post_json("/chat/completions", {})
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "said"),
+    [
+        ("/chat/completions", {"choices": []}, "empty choices"),
+        ("chat/completions", {"id": "x", "usage": {}}, "empty choices"),
+        ("/completions", {"choices": None}, "empty choices"),
+        ("/chat/completions", [1, 2], "truncated body"),
+        ("/chat/completions", "just text", "truncated body"),
+        ("/chat/completions", {"error": {"message": "upstream died"}}, "upstream died"),
+        (
+            "/chat/completions",
+            {"choices": [{"message": {"content": "x"}}], "error": {"message": "mid-way"}},
+            "mid-way",
+        ),
+        ("/embeddings", {"object": "list", "data": []}, "empty data"),
+        ("/embeddings", {"object": "list"}, "empty data"),
+        ("/embeddings", {"data": [{"embedding": [1.0]}], "error": {"message": "x"}}, "error"),
+    ],
+)
+async def test_post_json_2xx_without_an_answer_is_transient(
+    server: Loopback, provider: OpenAIProvider, path: str, body: Any, said: str
+) -> None:
+    server.script.append(Reply(body=body))
+    with pytest.raises(Transient, match=said):
+        await provider.post_json(path, {"model": "x"})
+
+
+async def test_post_json_passes_other_2xx_bodies_through(
+    server: Loopback, provider: OpenAIProvider
+) -> None:
+    server.script.append(Reply(body={"data": [{"embedding": [1.0]}]}))
+    assert (await provider.post_json("/embeddings", {}))[:2] == (
+        200,
+        {"data": [{"embedding": [1.0]}]},
+    )
+    server.script.append(Reply(body={"id": "resp_1", "output": [], "error": None}))
+    assert (await provider.post_json("/responses", {}))[1]["id"] == "resp_1"
 
 
 # ── the embedder ─────────────────────────────────────────────────────────────────────────────

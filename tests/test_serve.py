@@ -26,6 +26,7 @@ from fakes import FakeSuite
 from fakes import items as fake_items
 
 from ttc.adapters._gpqa import GPQASuite
+from ttc.adapters._http import SIM_FINGERPRINT, SIM_MODEL_SUFFIX, parse_duration
 from ttc.adapters._lexical import LexicalEmbedder
 from ttc.adapters._livecodebench import LiveCodeBenchSuite
 from ttc.adapters._math import MathSuite
@@ -37,6 +38,7 @@ from ttc.adapters._serve import (
     SimServer,
     _go_duration,
     _proto_duration,
+    _Window,
     add_serve_arguments,
     options_from_args,
     running_server,
@@ -375,6 +377,7 @@ async def test_official_openai_client(gym: ReasoningGymSuite) -> None:
             assert int(raw.headers["x-ratelimit-remaining-requests"]) == 999
             completion = raw.parse()
             assert completion.object == "chat.completion"
+            assert completion.system_fingerprint == SIM_FINGERPRINT
             assert len(completion.choices) == 3
             assert completion.choices[0].finish_reason == "stop"
             assert completion.usage is not None
@@ -415,7 +418,8 @@ async def test_official_google_client(gym: ReasoningGymSuite, http: aiohttp.Clie
         assert response.candidates is not None
         assert len(response.candidates) == 2
         assert response.candidates[0].finish_reason == types.FinishReason.STOP
-        assert response.model_version == "gemini-2.5-flash-lite"
+        # The model asked for, marked: a report can tell the simulator from Google.
+        assert response.model_version == "gemini-2.5-flash-lite" + SIM_MODEL_SUFFIX
         usage = response.usage_metadata
         assert usage is not None
         assert usage.prompt_token_count
@@ -480,6 +484,49 @@ async def test_rpm_limit_answers_429_with_headers_and_recovers(
         stats = await _stats(http, server)
         assert stats["rate_limited_by"]["requests"] == 2
         assert stats["by_status"] == {"200": 3, "429": 2}
+
+
+def test_window_full_is_the_newest_entry_leaving_room_the_oldest() -> None:
+    requests = _Window(limit=2, span=10.0)
+    assert (requests.full(0.0), requests.room(0.0)) == (0.0, 0.0)
+    requests.add(0.0, 1)
+    requests.add(4.0, 1)
+    # Full allowance once the request at 4 leaves; room for one more once the one at 0 does.
+    assert (requests.full(5.0), requests.room(5.0)) == (9.0, 5.0)
+    tokens = _Window(limit=100, span=10.0)
+    for at, amount in ((0.0, 20), (2.0, 30), (4.0, 90)):
+        tokens.add(at, amount)
+    # 140 held, 100 allowed: the entries at 0 and 2 must both leave before it holds fewer.
+    assert (tokens.full(5.0), tokens.room(5.0)) == (9.0, 7.0)
+    tokens.prune(12.5)
+    assert (tokens.total, tokens.room(12.5), tokens.full(12.5)) == (90, 0.0, 1.5)
+
+
+async def test_a_429_says_when_there_is_room_and_the_headers_when_the_window_is_full(
+    http: aiohttp.ClientSession,
+) -> None:
+    # 12 per minute over a 10 s window: 2 per window, on a clock the test moves.
+    async with running_server(_options(rpm=12, window=10.0)) as server:
+        clock = [100.0]
+        server._core._now = lambda: clock[0]
+        url = f"{server.base_url_openai}/chat/completions"
+        for at in (100.0, 104.0):
+            clock[0] = at
+            assert (await _post(http, url, _chat("hello")))[0] == 200
+        clock[0] = 105.0
+        status, body, resp = await _post(http, url, _chat("hello"))
+        assert status == 429
+        assert (resp.headers["Retry-After"], resp.headers["retry-after-ms"]) == ("5", "5000")
+        assert "Please try again in 5s." in body["error"]["message"]
+        assert parse_duration(resp.headers["x-ratelimit-reset-requests"]) == 9.0
+        gemini = f"{server.url}/v1beta/models/gemini-2.5-pro:generateContent"
+        status, body, _ = await _post(http, gemini, {"contents": [{"parts": [{"text": "hi"}]}]})
+        assert status == 429
+        assert body["error"]["details"][0]["retryDelay"] == "5s"
+        clock[0] = 110.0  # the oldest request has left: room for one
+        status, _, resp = await _post(http, url, _chat("hello"))
+        assert status == 200
+        assert parse_duration(resp.headers["x-ratelimit-reset-requests"]) == 10.0
 
 
 async def test_tpm_limit_counts_tokens_when_answers_are_sent(http: aiohttp.ClientSession) -> None:
