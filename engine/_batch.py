@@ -42,7 +42,7 @@ from ttc.engine._batchio import (
     tally,
     usage_tokens,
 )
-from ttc.engine._errors import ConfigError, ProviderError, RateLimited
+from ttc.engine._errors import ConfigError, Fatal, ProviderError, RateLimited
 from ttc.engine._limiter import Limiter
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._scheduler import Sender
@@ -51,6 +51,7 @@ from ttc.engine._types import Provider, RateInfo
 log = logging.getLogger("ttc")
 
 EXIT_INTERRUPTED = 130  # as `ttc run`
+EXIT_PROVIDER = 4  # as `ttc run`: the provider refuses the account
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 PostResult = tuple[int, Any, RateInfo | None]
@@ -83,6 +84,8 @@ class BatchSummary:
     wall_s: float
     output: Path | None
     journal: Path
+    # Why the provider refused the account (a bad key, a quota), when it stopped the batch.
+    refusal: str | None = None
 
     @property
     def interrupted(self) -> bool:
@@ -222,6 +225,8 @@ async def run_batch(
         raise ConfigError(f"--out: {output_path} is the input file")
     scan = scan_input(input_path, need_model=model is None)
     progress = progress or BatchProgress()
+    stop = stop or asyncio.Event()
+    refused: list[str] = []  # an account-wide refusal stops the batch (a bad key, a quota)
     estimator = _Estimator()
     # The engine's Sender only calls `provider.generate` in `send_with_retry`, unused here.
     sender = Sender(cast(Provider, provider), limiter, retry, timeout_s, _ignore_retry)
@@ -271,6 +276,10 @@ async def run_batch(
                 assert error is not None
                 out["response"] = None
                 out["error"] = {"code": error.kind, "message": str(error)}
+                if isinstance(error, Fatal) and error.stops_run and not refused:
+                    refused.append(str(error)[:300])
+                    log.warning("stopping: the provider refuses: %s", refused[0])
+                    stop.set()
             journal.record(job.index, out, final=result is not None, attempts=attempts)
             progress.landed(usage_tokens(result[1]) if result else 0, error)
 
@@ -292,6 +301,7 @@ async def run_batch(
         wall_s=time.perf_counter() - started,
         output=None if interrupted else output_path,
         journal=journal.path,
+        refusal=refused[0] if refused else None,
     )
 
 
@@ -381,7 +391,8 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def cmd_batch(args: argparse.Namespace) -> int:
-    """`ttc batch INPUT --out OUTPUT`: 0 all lines written, 130 interrupted (resumable)."""
+    """`ttc batch INPUT --out OUTPUT`: 0 all lines written; 4 the provider refuses the account,
+    130 interrupted (both resumable)."""
     from ttc.adapters._http import NOT_AN_ENV_NAME, is_env_name
     from ttc.adapters._openai import OpenAIProvider
 
@@ -454,6 +465,13 @@ async def batch_main(args: argparse.Namespace, provider: RawProvider) -> int:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(sig)
     hint = _resume_hint(args)
+    if summary is not None and summary.refusal is not None:
+        print(
+            f"ttc: stopped: the provider refuses: {summary.refusal}; results so far are in "
+            f"{journal_path(Path(args.out))}; go on with: {hint}",
+            file=sys.stderr,
+        )
+        return EXIT_PROVIDER
     if summary is None or summary.interrupted:
         so_far = (
             ""

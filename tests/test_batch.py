@@ -280,6 +280,22 @@ async def test_errors_are_sent_again_final_results_are_not(tmp_path: Path) -> No
     assert out[2]["error"] is None
 
 
+async def test_a_refused_account_stops_the_batch_resumably(tmp_path: Path) -> None:
+    names = [f"k{i}" for i in range(50)]
+    write_input(tmp_path / "in.jsonl", [request(n) for n in names])
+    revoked = Fatal("HTTP 401: invalid_api_key", stops_run=True)
+    first = FakeEndpoint({n: [revoked] for n in names})
+    summary = await batch(tmp_path, first, concurrency=2)
+    assert summary.refusal is not None
+    assert "invalid_api_key" in summary.refusal
+    assert summary.interrupted  # no output file: the rest was never sent
+    assert len(first.calls) <= 3  # the first refusal and what was already in flight
+    again = FakeEndpoint()  # the key is fixed: everything is sent, once
+    summary = await batch(tmp_path, again)
+    assert sorted(again.names()) == sorted(names)
+    assert summary.counts == {"200": 50}
+
+
 async def test_a_torn_journal_tail_is_cut_and_its_request_sent_again(tmp_path: Path) -> None:
     names = ["t0", "t1", "t2", "t3"]
     write_input(tmp_path / "in.jsonl", [request(n) for n in names])
