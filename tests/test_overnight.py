@@ -69,6 +69,12 @@ def outcome(run: Path) -> tuple[Any, ...]:
     return per_question, per_round, totals
 
 
+def sample_lines(run: Path) -> int:
+    """Sample events in the run's journal so far."""
+    path = run / "journal.jsonl"
+    return path.read_bytes().count(b'"ev":"sample"') if path.exists() else 0
+
+
 @pytest.mark.slow
 def test_sigkill_at_random_points_then_resume_equals_an_uninterrupted_run(tmp_path: Path) -> None:
     reference = tmp_path / "reference"
@@ -78,10 +84,17 @@ def test_sigkill_at_random_points_then_resume_equals_an_uninterrupted_run(tmp_pa
     command = [TTC, "run", *COMMON, "--no-cache", "--out", str(killed)]
     mid_run_kills = 0
     for _attempt in range(25):
+        before = sample_lines(killed)
         proc = subprocess.Popen(command, cwd=tmp_path, env=env(tmp_path),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        # Kill once this attempt has bought something (start-up takes seconds on a loaded
+        # machine, and a kill before the first sample would prove nothing), at a random point.
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and sample_lines(killed) == before:
+            assert time.monotonic() < deadline, "the run made no progress in 120 s"
+            time.sleep(0.02)
         try:
-            proc.wait(timeout=rng.uniform(2.0, 5.0))
+            proc.wait(timeout=rng.uniform(0.0, 1.5))
         except subprocess.TimeoutExpired:
             workers = children(proc.pid)
             proc.kill()  # SIGKILL: no handler, no flush, no clean-up
