@@ -29,6 +29,11 @@ more the scores are math-verify's own. The precision the reference is given to i
 math-verify grants none at ordinary magnitudes either (`1.62` is wrong for Minerva's `1.6`), and
 a one-digit reference such as `1e-8` would then take `1.4e-8`. The references math-verify
 misreads are listed in tests/test_math_suites.py.
+
+Self-consistency (the `sc` method) groups extracted answers by `answer_key`, a cheap canonical
+form (no math-verify): spaces, `\\left`/`\\right` and a trailing period dropped, `\\dfrac` and
+`\\tfrac` read as `\\frac`, and numbers written as integers, decimals or fractions (`1/2`,
+`\\frac{1}{2}`, `0.5`) keyed by their value rounded to 1e-9.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import random
 import re
 import threading
 from collections.abc import Iterator, Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +88,43 @@ def _normalise(text: str) -> str:
     text = _SCI.sub(lambda m: f"{m.group(1)} \\times 10^{{{m.group(2)}}}", text)
     text = _BARE_POINT.sub(r"\1", text)
     return _NUMPY_CALL.sub(r"\\\1(", text)
+
+
+_SPACE = re.compile(r"\s+|\\[,;:! ]")
+_LEFT_RIGHT = re.compile(r"\\(?:left|right)(?![a-zA-Z])")
+_DFRAC = re.compile(r"\\[dt]frac(?![a-zA-Z])")
+_DECIMAL = r"(?:\d+(?:\.\d*)?|\.\d+)"
+_AS_NUMBER = re.compile(
+    rf"(?P<sign>[+-]?)(?:(?P<n>{_DECIMAL})|(?P<a>{_DECIMAL})/(?P<b>{_DECIMAL})"
+    rf"|\\frac\{{(?P<fa>{_DECIMAL})\}}\{{(?P<fb>{_DECIMAL})\}})"
+)
+
+
+def answer_key(answer: str) -> str:
+    """Which extracted answers self-consistency counts as one: a canonical form of `answer`,
+    or for a plain number, fraction or decimal its value (to 1e-9)."""
+    text = _SPACE.sub("", answer)
+    text = _LEFT_RIGHT.sub("", text)
+    text = _DFRAC.sub(r"\\frac", text).rstrip(".")
+    value = _number(text)
+    return text if value is None else f"={round(value, 9)}"
+
+
+def _number(text: str) -> Fraction | None:
+    """The exact value of an integer, a decimal or a fraction of them, else None."""
+    match = _AS_NUMBER.fullmatch(text)
+    if match is None:
+        return None
+    if match["n"] is not None:
+        value = Fraction(match["n"])
+    else:
+        top, bottom = (
+            (match["a"], match["b"]) if match["a"] is not None else (match["fa"], match["fb"])
+        )
+        if Fraction(bottom) == 0:
+            return None
+        value = Fraction(top) / Fraction(bottom)
+    return -value if match["sign"] == "-" else value
 
 
 def _timeouts() -> bool:
@@ -314,6 +357,11 @@ class MathSuite:
         except Exception as exc:  # a verifier bug must cost one verdict, not the run
             return Verdict(0.0, answer, f"math-verify raised {type(exc).__name__}: {exc}")
         return Verdict(1.0 if ok else 0.0, answer, why)
+
+    @staticmethod
+    def answer_key(answer: str) -> str:
+        """Self-consistency's key of an extracted answer (see the module's docstring)."""
+        return answer_key(answer)
 
     def sim_response(self, item: Item, correct: bool, seed: int) -> str:
         """The final-answer sentence of a response: the reference if `correct`, else a miss."""

@@ -184,12 +184,14 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--max-cost",
         type=_number(float, 0, inclusive=False),
-        help="stop dispatching once the run has cost this many USD (resumable)",
+        help="stop dispatching once the run has cost this many USD, the role models' (judge, "
+        "difficulty) calls included (resumable)",
     )
     g.add_argument(
         "--max-output-tokens",
         type=_number(int, 1),
-        help="stop dispatching once the run has produced this many output tokens",
+        help="stop dispatching once the policy model has produced this many output tokens "
+        "(the role models' tokens do not count)",
     )
     g.add_argument(
         "--price",
@@ -242,6 +244,12 @@ def _add_method_flags(p: argparse.ArgumentParser) -> None:
         help="the reward model: sim (default), openai:MODEL or gemini:MODEL",
     )
     g.add_argument(
+        "--judge-temperature",
+        type=_number(float, 0),
+        help="the role models' (judge, difficulty) sampling temperature (default: the API's "
+        "own; OpenAI's reasoning models accept no other)",
+    )
+    g.add_argument(
         "--difficulty-model",
         default="sim",
         help="da: the difficulty rater: sim (default), openai:MODEL or gemini:MODEL",
@@ -254,21 +262,23 @@ def _add_method_flags(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--consensus",
-        type=_number(float, 0, inclusive=False, high=1),
+        type=_number(float, 0, inclusive=False, high=0.999999),
         default=0.75,
-        help="sc: resolved once this share of a question's answers agree (default 0.75)",
+        help="sc: resolved once one answer is given by more than this share of a question's "
+        'responses (default 0.75: the paper\'s "consensus over 75%%")',
     )
     g.add_argument(
         "--fewshot",
         type=Path,
         help="fixed-icl: JSONL of {question, response} (default for math500/minerva: the "
-        "4-shot Minerva prompt)",
+        "4-shot Minerva prompt, adapted to \\boxed{} answers)",
     )
     g.add_argument(
         "--match-tokens",
         type=Path,
         metavar="RUN_DIR",
-        help="unif, da: match the output tokens of the run in RUN_DIR",
+        help="unif, da: match the output tokens of the run in RUN_DIR (on the same suite and "
+        "test set; a resumed run keeps the budget it started with)",
     )
 
 

@@ -1,8 +1,8 @@
 """What `ttc run`, `ttc compare`, `ttc resume`, `ttc verify` and `ttc report` do.
 
 Exit codes: 0 done; 2 bad input; 3 stopped by a budget (resumable); 4 stopped because the provider
-refuses the account (a bad key, an exhausted quota) or every request fails (resumable); 130
-interrupted (resumable).
+refuses the account (a bad key, an exhausted quota) or every request fails, the policy model's or
+a role model's (resumable); 130 interrupted (resumable).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from ttc.engine._journal import read_journal
 from ttc.engine._prices import parse_price
 from ttc.engine._progress import Progress
 from ttc.engine._report import compare_table, plot_coverage, round_row, round_table
-from ttc.engine._rundir import output_tokens_of
+from ttc.engine._rundir import matched_output_tokens, output_tokens_of
+from ttc.engine._state import RunState
 from ttc.engine._types import Embedder, Item, Provider, Sampling, Suite
 
 log = logging.getLogger("ttc")
@@ -37,7 +38,15 @@ EXIT_INTERRUPTED = 130
 ACTIVE: list[Engine] = []
 
 
-def config_from(args: argparse.Namespace, method: str) -> RunConfig:
+def config_from(
+    args: argparse.Namespace,
+    method: str,
+    *,
+    suite: Suite | None = None,
+    items: Sequence[Item] | None = None,
+    out: Path | None = None,
+) -> RunConfig:
+    """The run's config from the command line (`suite`, `items` and `out`: see method_options)."""
     sampling = Sampling(
         temperature=args.temperature,
         top_p=args.top_p,
@@ -65,22 +74,63 @@ def config_from(args: argparse.Namespace, method: str) -> RunConfig:
         max_cost_usd=args.max_cost,
         max_output_tokens=args.max_output_tokens,
         sampling=sampling,
-        **method_options(args),
+        **method_options(args, suite=suite, items=items, out=out),
     )
 
 
-def method_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The method flags (judge, noise, consensus, few-shot file, matched budget) as config."""
+def method_options(
+    args: argparse.Namespace,
+    *,
+    suite: Suite | None = None,
+    items: Sequence[Item] | None = None,
+    out: Path | None = None,
+) -> dict[str, Any]:
+    """The method flags (judge, noise, consensus, few-shot file, matched budget) as config.
+
+    `--match-tokens RUN_DIR` becomes that run's output tokens, checked to be on `suite`'s `items`
+    when given. A resumed run (`--resume`, `out` holding its config.json) keeps the budget it
+    started with: RUN_DIR is not read again (it may have grown, moved or gone since).
+    """
     fewshot = getattr(args, "fewshot", None)
-    matched = getattr(args, "match_tokens", None)
     return {
         "judge": getattr(args, "judge", None),
         "judge_threshold": getattr(args, "judge_threshold", 0.7),
+        "judge_temperature": getattr(args, "judge_temperature", None),
         "noise": getattr(args, "noise", 0.0),
         "consensus": getattr(args, "consensus", 0.75),
         "fewshot": None if fewshot is None else str(fewshot),
-        "match_tokens": None if matched is None else output_tokens_of(Path(matched)),
+        "match_tokens": matched_budget(args, suite, items, out),
     }
+
+
+def matched_budget(
+    args: argparse.Namespace,
+    suite: Suite | None,
+    items: Sequence[Item] | None,
+    out: Path | None,
+) -> int | None:
+    """--match-tokens as output tokens: the stored value on resume, else the named run's."""
+    matched = getattr(args, "match_tokens", None)
+    if matched is None:
+        return None
+    out = out if out is not None else getattr(args, "out", None)
+    if getattr(args, "resume", False) and out is not None:
+        stored = stored_config(Path(out)).get("match_tokens")
+        if stored is not None:
+            return int(stored)
+    if suite is None or items is None:
+        return output_tokens_of(Path(matched))
+    return matched_output_tokens(Path(matched), suite.name, items, args.seed)
+
+
+def stored_config(out: Path) -> dict[str, Any]:
+    """The `config` of the run directory `out`, or {} when it has none (yet)."""
+    try:
+        data = orjson.loads((out / "config.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    config = data.get("config") if isinstance(data, dict) else None
+    return config if isinstance(config, dict) else {}
 
 
 def role_provider_from(
@@ -219,7 +269,7 @@ async def run_one(
 ) -> RunResult:
     from ttc.engine._cache import CachingProvider, ResponseCache
 
-    config = config_from(args, method)
+    config = config_from(args, method, suite=suite, items=items, out=out)
     provider = provider_from(args, suite, items)
     cache = None if args.no_cache else ResponseCache(cache_path(args))
     sending: Provider = provider if cache is None else CachingProvider(provider, cache)
@@ -266,9 +316,32 @@ def print_result(result: RunResult, label: str, engine: Engine | None) -> None:
         f"{u.input_tokens:,} input, {u.output_tokens:,} output, {u.thinking_tokens:,} thinking"
         f"{cost_text}"
     )
+    roles = (
+        "" if engine is None or result.state is None else role_totals(engine, result.state, cost)
+    )
+    if roles:
+        print(roles)
     print(f"run directory: {result.out_dir}")
     if engine is not None and getattr(engine.provider, "simulated", False):
         print(f"note: {SIM_NOTE}")
+
+
+def role_totals(engine: Engine, state: RunState, policy_cost: float | None) -> str:
+    """One line per role model (tokens and cost), then the total cost; "" without roles."""
+    lines = []
+    costs = engine.role_costs(state)
+    for role, u in engine.role_usage(state).items():
+        cost = costs.get(role)
+        lines.append(
+            f"{role} model {engine.roles[role].model}: tokens {u.input_tokens:,} input, "
+            f"{u.output_tokens:,} output, {u.thinking_tokens:,} thinking; "
+            + ("cost unknown (no price)" if cost is None else f"cost ${cost:.4f}")
+        )
+    if lines:
+        role_cost = engine.role_cost(state)
+        if policy_cost is not None and role_cost is not None:
+            lines.append(f"total cost, policy and role models: ${policy_cost + role_cost:.4f}")
+    return "\n".join(lines)
 
 
 def stop_code(out: Path) -> int:
@@ -332,12 +405,13 @@ def require_empty(out: Path) -> None:
 
 
 def share_warmup(src: Path, dst: Path, warmup_rounds: int) -> None:
-    """Copies the warm-up samples and their verdicts of one method's journal to another's."""
+    """Copies the warm-up samples, their reward model ratings and their verdicts of one method's
+    journal to another's: the warm-up is neither sent nor judged again."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     lines = [
         orjson.dumps(ev)
         for ev in read_journal(src)
-        if ev["ev"] in ("sample", "verdict") and int(ev["round"]) <= warmup_rounds
+        if ev["ev"] in ("sample", "judge", "verdict") and int(ev["round"]) <= warmup_rounds
     ]
     dst.write_bytes(b"".join(line + b"\n" for line in lines))
 

@@ -39,6 +39,7 @@ FLAGS = {
     "max_output_tokens": "--max-output-tokens",
     "judge": "--judge",
     "judge_threshold": "--judge-threshold",
+    "judge_temperature": "--judge-temperature",
     "noise": "--noise",
     "consensus": "--consensus",
     "fewshot": "--fewshot",
@@ -72,8 +73,9 @@ class RunConfig:
     max_attempts: int = 6
     # Verifier worker processes; 0 judges in the event loop's thread (only for cheap verifiers).
     verifier_workers: int = 2
-    # Budgets: dispatching stops cleanly once the run has cost this much or produced this many
-    # output tokens (replayed samples count too); the run directory stays resumable.
+    # Budgets: dispatching stops cleanly once the run has cost this much (the role models' calls
+    # included) or the policy model has produced this many output tokens (replayed samples count
+    # too); the run directory stays resumable.
     max_cost_usd: float | None = None
     max_output_tokens: int | None = None
     sampling: Sampling = field(default_factory=Sampling)
@@ -81,9 +83,12 @@ class RunConfig:
     judge: str | None = None
     # The reward judge: a response is accepted at this share of the rubric's maximum score.
     judge_threshold: float = 0.7
+    # The role models' (judge, difficulty rater) sampling temperature; None: their API's default.
+    judge_temperature: float | None = None
     # Each binary verdict is flipped with this probability (section 5.3's noisy reward: 0.05).
     noise: float = 0.0
-    # Self-consistency: resolved once this share of a question's extracted answers agree.
+    # Self-consistency: resolved once one answer is given by more than this share of a
+    # question's responses (the paper: "a consensus over 75%").
     consensus: float = 0.75
     # fixed-icl: the few-shot file (JSONL of {"question", "response"}); None: the suite's default.
     fewshot: str | None = None
@@ -131,8 +136,12 @@ class RunConfig:
             raise bad("noise", "must be in [0, 1)")
         if self.noise and self.judgement == "consensus":
             raise bad("noise", "flips binary verdicts; a consensus judge gives none")
-        if not 0.0 < self.consensus <= 1.0:
-            raise bad("consensus", "must be in (0, 1]")
+        if not 0.0 < self.consensus < 1.0:
+            raise bad("consensus", "must be in (0, 1): a consensus is more than this share")
+        if self.judge_temperature is not None and not (
+            self.judge_temperature >= 0.0 and math.isfinite(self.judge_temperature)
+        ):
+            raise bad("judge_temperature", "must be a finite number >= 0")
         if self.fewshot is not None and self.method != "fixed-icl":
             raise bad("fewshot", "only the fixed-icl method shows a fixed few-shot prompt")
         if self.match_tokens is not None:

@@ -3,8 +3,10 @@ question in every adaptive round.
 
 A few-shot file is JSONL, one demonstration per line: {"question": ..., "response": ...}, shown
 in file order through the suite's own adaptive template. The math suites (MATH-500 and
-MinervaMath) default to the standard 4-shot Minerva prompt (Lewkowycz et al. 2022), shipped as
-`ttc/adapters/prompts/minerva_math_4shot.jsonl`, with its answers in `\\boxed{}`.
+MinervaMath) default to a 4-shot prompt ADAPTED from the standard Minerva prompt (Lewkowycz et
+al. 2022), shipped as `ttc/adapters/prompts/minerva_math_4shot.jsonl` (see the README next to
+it): the same four problems and solutions, but each "Final Answer" line holds its answer in
+`\\boxed{}` (our templates and verifiers read it there) and "I hope it is correct." is dropped.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ class FewShot:
 
 
 def default_path() -> Path:
-    """The shipped 4-shot Minerva/MATH prompt."""
+    """The shipped 4-shot prompt adapted from Minerva's (answers in `\\boxed{}`)."""
     return Path(str(resources.files("ttc.adapters").joinpath("prompts", DEFAULT_FILE)))
 
 

@@ -2,17 +2,23 @@
 the adaptive rounds' budget goes to the unresolved questions in proportion to their ratings.
 
 The paper's DA (after Wang et al. 2025) asks a model (Gemini-3-flash) for a per-question
-difficulty estimate and allocates computation proportionally, at about the same total output
-tokens as Elim. Here:
+difficulty estimate and allocates computation proportionally, keeping "approximately the same
+total token usage as the Elim baseline". Here:
 
 - the rating: `PROMPT` asks for 1 (trivial) to 10 (extremely hard); `parse_rating` reads it; a
   reply with no rating (or a call that failed) gets `NEUTRAL`, the middle of the scale, and is
   counted and logged. Ratings are asked once, at the first adaptive round, for the questions the
-  warm-up left unresolved, and journaled (`difficulty` events): a resumed run does not ask again.
-- the budget, in samples, for all adaptive rounds together: (R - R_warm) x K x the questions
-  unresolved after the warm-up (what Elim would spend if it solved nothing), or, matched to
-  another run's output tokens T, (T - the warm-up's output tokens) / the warm-up's mean output
-  tokens per sample.
+  warm-up left unresolved, and journaled (`difficulty` events, failed calls too): a resumed run
+  does not ask again, so its allocation is the one the first session made.
+- the budget, matched to another run's output tokens T (`--match-tokens`, as the paper does),
+  is in tokens: T minus this run's warm-up output tokens. Before each adaptive round it is
+  turned into samples by the mean output tokens of the adaptive samples answered so far (the
+  warm-up's mean before there are any), so the run lands near T even when the questions left
+  (the harder ones) answer at greater length. A T at or below the warm-up's tokens leaves
+  nothing: a warning, and neither samples nor ratings.
+- without a matched run, what Elim would spend is unknown; the budget is then in samples:
+  (R - R_warm) x K x the questions unresolved after the warm-up (what Elim would spend if it
+  solved nothing, an upper bound).
 - each adaptive round spends its share of what is left (ceil(left / rounds left)), apportioned
   over the still-unresolved questions in proportion to their ratings by largest remainders
   (ties to the lower row): whole samples, the total preserved, a question may get 0. A question
@@ -101,12 +107,19 @@ def warmup_measure(rounds: Sequence[RoundStats], warmup: int) -> tuple[int, int]
     return answered, sum(s.usage.output_tokens for s in rounds)
 
 
-def matched_samples(rounds: Sequence[RoundStats], warmup: int, target_tokens: int) -> int:
-    """The samples left for the adaptive rounds when the run must produce `target_tokens`."""
-    answered, tokens = warmup_measure(rounds, warmup)
-    if answered == 0 or tokens == 0:
+def adaptive_measure(rounds: Sequence[RoundStats], before: int) -> tuple[int, int, int]:
+    """(planned samples, answered samples, output tokens) of the adaptive rounds before round
+    `before`."""
+    done = [s for s in rounds if s.adaptive and s.round < before]
+    answered = sum(s.samples - s.errors for s in done)
+    return sum(s.planned for s in done), answered, sum(s.usage.output_tokens for s in done)
+
+
+def samples_for_tokens(tokens: int, answered: int, produced: int) -> int:
+    """How many samples `tokens` output tokens buy at `produced / answered` tokens a sample."""
+    if tokens <= 0 or answered <= 0 or produced <= 0:
         return 0
-    return max(0, round((target_tokens - tokens) * answered / tokens))
+    return round(tokens * answered / produced)
 
 
 def round_budget(left: int, rounds_left: int) -> int:
@@ -154,6 +167,8 @@ class Estimates:
             event = self.known.get(state.items[row].id)
             if event is None:
                 todo.append(row)
+            elif not event.get("ok"):
+                self._failed(state, row)  # settled as it was: neutral, never asked again
             else:
                 self._account(state, row, event)
         await bounded(todo, lambda row: self._ask(state, row), self.concurrency)
@@ -172,8 +187,7 @@ class Estimates:
         text, usage, error = await self.caller.ask(item, prompt(item.question), "difficulty")
         if text is None:
             self.emit({"ev": "difficulty", "item": item.id, "ok": False, "error": error})
-            self.errors += 1
-            state.difficulty[row] = NEUTRAL
+            self._failed(state, row)
             return
         u = usage
         event = {
@@ -186,6 +200,10 @@ class Estimates:
         }
         self.emit(event)
         self._account(state, row, event)
+
+    def _failed(self, state: RunState, row: int) -> None:
+        self.errors += 1
+        state.difficulty[row] = NEUTRAL
 
     def _account(self, state: RunState, row: int, event: Mapping[str, Any]) -> None:
         self.calls += 1

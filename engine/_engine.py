@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -40,10 +39,10 @@ from ttc.engine._prices import Price, price_for
 from ttc.engine._progress import Progress
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._round import RoundRun, count_into
-from ttc.engine._rundir import RunDir
+from ttc.engine._rundir import RunDir, items_sha256
 from ttc.engine._state import QuestionRecord, RoundStats, RunState
 from ttc.engine._strategy import Allotment, DemoPlan, Strategy, preset
-from ttc.engine._types import Embedder, FloatArray, Item, Provider, Suite, Usage
+from ttc.engine._types import Embedder, FloatArray, Item, Provider, Sampling, Suite, Usage
 from ttc.engine._verify import VerifierPool
 
 log = logging.getLogger("ttc")
@@ -146,12 +145,19 @@ class Engine:
         self.retry = retry or RetryPolicy(max_attempts=self.config.max_attempts)
         self.verifiers = VerifierPool(suite, self.config.verifier_workers)
         self.price = price_for(provider.model, price)
+        # A role model is priced as the policy when it is the same model (--price included),
+        # else by the table; None: unknown.
+        self.role_prices = {
+            role: self.price if p.model == provider.model else price_for(p.model)
+            for role, p in self.roles.items()
+        }
         self.progress = progress or Progress()
         self.invocation = invocation
         self.stopped: str | None = None
         # True while rounds run (not during set-up or the final writing of results).
         self.running = False
         self._failure_streak = 0
+        self._role_streaks: dict[str, int] = {}
         self._mean_output = 512.0
         self._outputs_seen = 0
         self.scorer = self._caller("judge") if self.strategy.judgement.reward_model else None
@@ -165,7 +171,16 @@ class Engine:
             flag = {"judge": "--judge-model", "difficulty": "--difficulty-model"}[role]
             raise ConfigError(f"{flag}: this method needs a {role} model; none was given")
         cfg = self.config
-        return RoleCaller(provider, cfg.concurrency, self.retry, cfg.timeout_s, cfg.seed)
+        return RoleCaller(
+            provider,
+            cfg.concurrency,
+            self.retry,
+            cfg.timeout_s,
+            cfg.seed,
+            Sampling(temperature=cfg.judge_temperature),
+            on_failure=lambda error: self.role_failed(role, error),
+            on_success=lambda: self.role_answered(role),
+        )
 
     def stop(self, reason: str) -> None:
         """Stop dispatching: requests in flight finish and are recorded, nothing new is sent."""
@@ -190,12 +205,48 @@ class Engine:
         """A sample got a response: the failure streak is over."""
         self._failure_streak = 0
 
+    def role_failed(self, role: str, error: ProviderError) -> None:
+        """A role model's call failed after its retries. As for samples, an account-wide refusal
+        or a long streak of failures stops the run: a judge (or rater) that cannot answer would
+        otherwise turn the method into another one (every response scored 0, every rating
+        neutral) without a word."""
+        streak = self._role_streaks[role] = self._role_streaks.get(role, 0) + 1
+        if isinstance(error, Fatal) and error.stops_run:
+            self.stop(f"{PROVIDER_STOP}: the {role} model: {str(error)[:300]}")
+        elif streak >= FAILURE_STREAK:
+            self.stop(
+                f"{PROVIDER_STOP}: {streak} {role} model calls in a row failed "
+                f"(last: {str(error)[:300]})"
+            )
+
+    def role_answered(self, role: str) -> None:
+        """A role model's call was answered: its failure streak is over."""
+        self._role_streaks[role] = 0
+
     def cost(self, usage: Usage) -> float | None:
         """What `usage` cost, by this run's price (None when the model has no known price)."""
         return None if self.price is None else self.price.cost(usage)
 
+    def role_usage(self, state: RunState) -> dict[str, Usage]:
+        """What each role model has consumed so far (journaled calls replayed included)."""
+        usage: dict[str, Usage] = {}
+        if self.scorer is not None:
+            usage["judge"] = state.judge_usage()
+        if self.estimates is not None:
+            usage["difficulty"] = self.estimates.usage
+        return usage
+
+    def role_costs(self, state: RunState) -> dict[str, float | None]:
+        """What each role model's calls cost, by its price (None when it has no known price)."""
+        costs: dict[str, float | None] = {}
+        for role, usage in self.role_usage(state).items():
+            price = self.role_prices.get(role)
+            costs[role] = None if price is None else price.cost(usage)
+        return costs
+
     def check_budget(self, state: RunState) -> None:
-        """Stops the run once it reaches --max-cost or --max-output-tokens."""
+        """Stops the run once it reaches --max-cost (the policy's calls and the role models'
+        together) or --max-output-tokens (the policy's output tokens only)."""
         cfg = self.config
         if cfg.max_cost_usd is None and cfg.max_output_tokens is None:
             return
@@ -203,8 +254,10 @@ class Engine:
         if cfg.max_output_tokens is not None and usage.output_tokens >= cfg.max_output_tokens:
             self.stop(f"--max-output-tokens {cfg.max_output_tokens:,} reached")
         cost = self.cost(usage)
-        if cfg.max_cost_usd is not None and cost is not None and cost >= cfg.max_cost_usd:
-            self.stop(f"--max-cost ${cfg.max_cost_usd:g} reached")
+        if cfg.max_cost_usd is not None and cost is not None:
+            cost += sum(c for c in self.role_costs(state).values() if c is not None)
+            if cost >= cfg.max_cost_usd:
+                self.stop(f"--max-cost ${cfg.max_cost_usd:g} reached")
 
     async def __aenter__(self) -> Engine:
         self.verifiers.start()
@@ -223,7 +276,8 @@ class Engine:
         items = list(self.suite.items() if items is None else items)
         if not items:
             raise ConfigError("the test set is empty")
-        state = RunState(items, self.strategy.judgement)
+        # Self-consistency groups answers by the suite's notion of equivalence, if it has one.
+        state = RunState(items, self.strategy.judgement, getattr(self.suite, "answer_key", None))
         cfg = self.config
         needs_vectors = self.strategy.needs_embeddings and cfg.rounds > cfg.warmup_rounds
         if self.rundir is not None and self.rundir.path.exists() and not self.rundir.path.is_dir():
@@ -256,6 +310,15 @@ class Engine:
                 raise ConfigError(
                     f"--max-cost: no price is known for model {self.provider.model!r}; give --price"
                 )
+            if self.config.max_cost_usd is not None:
+                for role, price in sorted(self.role_prices.items()):
+                    if price is None:
+                        log.warning(
+                            "--max-cost: no price is known for the %s model %r; its calls do "
+                            "not count towards the budget",
+                            role,
+                            self.roles[role].model,
+                        )
             self.progress.start(state, cfg.rounds, self.cost)
             if embedder is not None:
                 log.info("questions are embedded with the %s embedder", embedder.name)
@@ -314,9 +377,17 @@ class Engine:
         # decides from the first adaptive round on.
         allotment: Allotment = dict.fromkeys(range(state.n), k)
         if stats.adaptive:
-            if self.estimates is not None and not state.difficulty:
+            allocation = strategy.allocation
+            # Rated once, and only when the allotment will read the ratings (a matched budget
+            # the warm-up already spent needs none).
+            if (
+                self.estimates is not None
+                and not state.difficulty
+                and allocation.needs_ratings(t, state, k)
+            ):
                 await self.estimates.rate(state, state.unsolved_rows())
-            allotment = strategy.allocation.allocate(t, state, k)
+                self.check_budget(state)
+            allotment = allocation.allocate(t, state, k)
         plan: DemoPlan = {}
         if stats.adaptive and allotment:
             hood = retrieval if retrieval is not None else _NoRetrieval()
@@ -430,9 +501,6 @@ class Engine:
     def _describe(self, items: Sequence[Item]) -> dict[str, Any]:
         from ttc import __version__
 
-        digest = hashlib.sha256()
-        for item in items:
-            digest.update(f"{item.id}\0{item.question}\0{item.reference}\n".encode())
         return {
             "config": self.config.to_dict(),
             "strategy": self.strategy.describe(),
@@ -444,7 +512,7 @@ class Engine:
             "endpoint": getattr(self.provider, "endpoint", None),
             "suite": self.suite.name,
             "items": len(items),
-            "items_sha256": digest.hexdigest(),
+            "items_sha256": items_sha256(items),
             "invocation": self.invocation,
             "ttc_version": __version__,
         }
@@ -455,9 +523,10 @@ class Engine:
         }
 
     def _role_stats(self, state: RunState) -> dict[str, Any]:
-        """What each role model did: calls, tokens (not in the run's tokens or cost), failures."""
+        """What each role model did: calls, tokens and cost (apart from the run's), failures."""
         roles: dict[str, Any] = {}
         described = self._describe_roles()
+        costs = self.role_costs(state)
         if self.scorer is not None:
             u = state.judge_usage()
             roles["judge"] = {
@@ -472,7 +541,16 @@ class Engine:
             }
         if self.estimates is not None:
             roles["difficulty"] = {**described.get("difficulty", {}), **self.estimates.stats()}
+        for role, entry in roles.items():
+            price = self.role_prices.get(role)
+            entry["cost_usd"] = costs.get(role)
+            entry["price_per_million"] = None if price is None else dataclasses.asdict(price)
         return roles
+
+    def role_cost(self, state: RunState) -> float | None:
+        """The role models' cost together: 0 with none, None if one of them has no price."""
+        costs = self.role_costs(state).values()
+        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
 
     def _summary_extra(self, state: RunState) -> dict[str, Any]:
         extra: dict[str, Any] = {
@@ -482,6 +560,9 @@ class Engine:
             "method": self.config.method,
             "judgement": self.strategy.judgement.name,
             "roles": self._role_stats(state),
+            # The run's `cost_usd` is the policy model's; the role models' is apart, and the
+            # total is both (None when a part has no known price).
+            "role_cost_usd": self.role_cost(state),
             "rounds_planned": self.config.rounds,
             "stopped": self.stopped,
             "price_per_million": None if self.price is None else dataclasses.asdict(self.price),

@@ -9,12 +9,15 @@ Event kinds (`ev`):
 - `judge`: the reward model's rating of a landed sample (the share of the scale it gave, its reply
   and usage), before its `verdict`; only with `--judge reward`.
 - `difficulty`: the difficulty model's rating of a question (da), asked once per question.
+  A failed call is journaled too, and settles the question at the neutral rating for good.
 - `retry`: one failed attempt that will be retried (kind, message, delay).
 - `round`: a round's totals, written at its barrier.
 
 On resume, a sample with a response is never sent again (a landed sample with no verdict yet is
 judged again, not bought again); a sample that ended in an error was never paid for, and is sent
-again.
+again. Role calls are not asked again either: a sample's `judge` event, once its `verdict` is
+written, and a question's `difficulty` event stand as they are, failed calls included, so the
+rounds that acted on them replay the same.
 
 Each line goes to the OS with one unbuffered write, so a killed process loses at most the line
 it was writing; a torn last line is cut off when the journal is reopened.
@@ -61,7 +64,7 @@ def completed_samples(path: Path) -> dict[SampleKey, dict[str, Any]]:
     """The samples of a journal that have a response, keyed by (round, item id, k).
 
     A sample's `verdict` event, when there is one, is merged into it (`score`, `answer`), and its
-    answered `judge` event is kept whole under `judge`.
+    last `judge` event (answered or failed) is kept whole under `judge`.
     """
     done: dict[SampleKey, dict[str, Any]] = {}
     for lineno, event in enumerate(read_journal(path), start=1):
@@ -77,8 +80,9 @@ def completed_samples(path: Path) -> dict[SampleKey, dict[str, Any]]:
                 done[key] = dict(event)
             elif kind == "verdict" and key in done:
                 done[key].update(score=float(event["score"]), answer=event.get("answer"))
-            elif kind == "judge" and key in done and event.get("ok"):
-                [int(u) for u in event["usage"]]  # checked here, so replay can trust it
+            elif kind == "judge" and key in done:
+                if event.get("ok"):
+                    [int(u) for u in event["usage"]]  # checked here, so replay can trust it
                 done[key]["judge"] = event
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"{path}: {kind} event #{lineno} lacks a valid {exc}") from exc
@@ -86,16 +90,17 @@ def completed_samples(path: Path) -> dict[SampleKey, dict[str, Any]]:
 
 
 def difficulty_ratings(path: Path) -> dict[str, dict[str, Any]]:
-    """The answered `difficulty` events of a journal, by item id (the last one of each)."""
+    """The `difficulty` events of a journal, answered or failed, by item id (the last of each)."""
     found: dict[str, dict[str, Any]] = {}
     for lineno, event in enumerate(read_journal(path), start=1):
-        if event["ev"] != "difficulty" or not event.get("ok"):
+        if event["ev"] != "difficulty":
             continue
         try:
-            [int(u) for u in event["usage"]]
-            rating = event.get("rating")
-            if rating is not None:
-                float(rating)
+            if event.get("ok"):
+                [int(u) for u in event["usage"]]
+                rating = event.get("rating")
+                if rating is not None:
+                    float(rating)
             found[str(event["item"])] = event
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"{path}: difficulty event #{lineno} lacks a valid {exc}") from exc

@@ -6,9 +6,11 @@
   of the scale; resolved and ỹ as above; the final answer is the highest-rewarded response.
 - noisy (p): another judgement's binary verdict, flipped with probability p; a question with no
   accepted response shows (and answers with) its most recent response (section 5.3).
-- consensus (share): self-consistency, no oracle; nothing is accepted; resolved once `share` of at
-  least two extracted answers agree; ỹ is the first response carrying the majority answer (for a
-  resolved question), and the majority answer is the final one.
+- consensus (share): self-consistency, no oracle; nothing is accepted; resolved at the first round
+  barrier where one answer is given by more than `share` of the question's responses (at least
+  two; a response with no extracted answer counts against), and resolved for good from then on;
+  answers are grouped by the suite's notion of equivalence (`answer_key`); ỹ is the first response
+  carrying the majority answer (for a resolved question), and the majority answer is the final one.
 
 "First" and "most recent" are in (round, k) order. The ground-truth verdict of every response is
 computed and journaled whatever the judgement, but only coverage and accuracy read it.
@@ -64,6 +66,10 @@ class Judgement(Protocol):
 
     def resolved(self, rec: QuestionRecord) -> bool: ...
 
+    def close_round(self, rec: QuestionRecord, round_no: int) -> None:
+        """At a round barrier: what the round settles for good (the round consensus came)."""
+        ...
+
     def demo(self, rec: QuestionRecord) -> Pick | None: ...
 
     def selected(self, rec: QuestionRecord) -> Pick | None: ...
@@ -81,6 +87,9 @@ class GroundTruth:
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "gamma": self.gamma}
+
+    def close_round(self, rec: QuestionRecord, round_no: int) -> None:
+        return None
 
     def passed(self, verdict: Verdict) -> bool:
         return verdict.score >= self.gamma
@@ -110,6 +119,9 @@ class RewardModel:
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "threshold": self.threshold, "scale": SCALE}
+
+    def close_round(self, rec: QuestionRecord, round_no: int) -> None:
+        return None
 
     def accepts(self, s: Scored) -> bool:
         # A float share can land a hair under the threshold (7/10 < 0.7 in binary).
@@ -151,6 +163,9 @@ class Noisy:
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "p": self.p, "inner": self.inner.describe()}
 
+    def close_round(self, rec: QuestionRecord, round_no: int) -> None:
+        return None
+
     def flipped(self, s: Scored) -> bool:
         return unit_draw(self.seed, "noise", s.item_id, s.round, s.k) < self.p
 
@@ -169,28 +184,47 @@ class Noisy:
 
 @dataclass(frozen=True, slots=True)
 class Consensus:
-    """Self-consistency: no oracle; resolved once `share` of at least `min_answers` extracted
-    answers agree. ỹ is a response carrying the majority answer (the first that gave it)."""
+    """Self-consistency: no oracle. A question is resolved at the first round barrier where one
+    answer is given by more than `share` of its responses (the paper: "a consensus over 75%"),
+    with at least `min_responses` responses; it stays resolved, whatever later rounds sample.
+    Every response counts in the denominator, those with no extracted answer too. ỹ is the first
+    response carrying the majority answer; the majority answer is the final one."""
 
     share: float = 0.75
-    min_answers: int = 2
+    min_responses: int = 2
     name: str = "consensus"
     reward_model: bool = False
     keeps_recent: bool = False
     tallies: bool = True
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "share": self.share, "min_answers": self.min_answers}
+        return {
+            "name": self.name,
+            "share": self.share,
+            "over": True,
+            "min_responses": self.min_responses,
+        }
 
     def accepts(self, s: Scored) -> bool:
         return False
 
-    def resolved(self, rec: QuestionRecord) -> bool:
-        if not rec.tally:
-            return False
-        total = sum(t.count for t in rec.tally.values())
+    def reached(self, rec: QuestionRecord) -> bool:
+        """Whether the responses so far agree: one answer from more than `share` of them."""
         top = rec.majority()
-        return total >= self.min_answers and top is not None and top.count >= self.share * total
+        total = rec.responses
+        # "Over": strictly; the tolerance keeps 3 of 4 at share 0.75 from passing by rounding.
+        return (
+            top is not None
+            and total >= self.min_responses
+            and top.count > self.share * total + 1e-9
+        )
+
+    def close_round(self, rec: QuestionRecord, round_no: int) -> None:
+        if rec.consensus_round is None and self.reached(rec):
+            rec.consensus_round = round_no
+
+    def resolved(self, rec: QuestionRecord) -> bool:
+        return rec.consensus_round is not None
 
     def demo(self, rec: QuestionRecord) -> Pick | None:
         if not self.resolved(rec):
@@ -244,29 +278,43 @@ def split_rubric(prompt: str) -> tuple[str, str] | None:
     return head[len(RUBRIC.partition("{question}")[0]) :], response
 
 
-_SCORE_LINE = re.compile(r"score\s*[:=]\s*\**\s*(\d+(?:\.\d+)?)\s*(?:/\s*(\d+(?:\.\d+)?))?", re.I)
-_FRACTION = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:/|out of)\s*(\d+(?:\.\d+)?)", re.I)
-_NUMBER = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)(?![\d.])")
+# The forms a score may take, and only these: `Score: N` (markdown emphasis and a parenthesised
+# range such as "(0-10)" allowed; `score = N` too), `N/10` or `N out of 10` on the rubric's own
+# scale, or a reply that is nothing but a number. Any other number ("the answer 1/2 is wrong",
+# "step 3", "a score of 9") is not a score.
+_SCORE_LINE = re.compile(
+    r"(?<!\w)score[\s*_]*(?:\([^)\n]*\))?[\s*_]*[:=][\s*_]*"
+    r"(\d+(?:\.\d+)?)(?:[\s*_]*(?:/|out\s+of)\s*(\d+(?:\.\d+)?))?",
+    re.I,
+)
+_ON_SCALE = re.compile(
+    r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:/|out\s+of)\s*(\d+(?:\.\d+)?)(?![\d.]*\d)", re.I
+)
+_BARE = re.compile(r"[\s*]*(\d+(?:\.\d+)?)[\s*]*\.?\s*")
 
 
 def parse_score(text: str, scale: int = SCALE) -> float | None:
     """The score of a judge's reply as a share of `scale`, or None when it holds none.
 
-    In order: the last `Score: N` (or `Score: N/M`), the last `N/M` or `N out of M`, a reply
-    that is a lone number. A value outside [0, scale] is no score.
+    In order: the last `Score: N` (`Score: N/10` too), the last `N/10` (or `N out of 10`),
+    a reply that is a number and nothing else. A value outside [0, scale], or over another
+    denominator than `scale`, is no score.
     """
-    value: float | None = None
-    out_of = float(scale)
+    value: str | None = None
     if found := _SCORE_LINE.findall(text):
-        number, denominator = found[-1]
-        value, out_of = float(number), float(denominator or scale)
-    elif found := _FRACTION.findall(text):
-        value, out_of = float(found[-1][0]), float(found[-1][1])
-    elif len(found := _NUMBER.findall(text.strip())) == 1 and len(text.strip()) <= 8:
-        value = float(found[0])
-    if value is None or not out_of > 0 or not 0 <= value <= out_of or not math.isfinite(value):
+        value, denominator = found[-1]
+        if denominator and float(denominator) != scale:
+            return None
+    elif found := [f for f in _ON_SCALE.findall(text) if float(f[1]) == scale]:
+        value = found[-1][0]
+    elif bare := _BARE.fullmatch(text):
+        value = bare.group(1)
+    if value is None:
         return None
-    return value / out_of
+    number = float(value)
+    if not (math.isfinite(number) and 0 <= number <= scale):
+        return None
+    return number / scale
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,16 +344,24 @@ class RewardResult:
 
     @classmethod
     def from_event(cls, event: dict[str, Any]) -> RewardResult:
+        """The call a journaled `judge` event records (a failed one too: it stays failed)."""
+        if not event.get("ok"):
+            return cls(None, None, Usage(), str(event.get("error") or "error"))
         return cls(event.get("reward"), event.get("text"), Usage(*event["usage"]))
 
 
-# Role models answer as deterministically as their API allows.
-JUDGE_SAMPLING = Sampling(temperature=0.0)
+# Role models are sampled at their API's defaults unless a temperature is given
+# (`--judge-temperature`): OpenAI's reasoning models refuse any temperature but their default.
+ROLE_SAMPLING = Sampling()
 
 
 class RoleCaller:
     """Sends one role's requests (judge, difficulty) through their own limiter and the engine's
-    retry policy; a role's calls never queue behind the policy model's."""
+    retry policy; a role's calls never queue behind the policy model's.
+
+    Each call's outcome is reported to `on_failure` (the error, after its retries) or
+    `on_success`, so the engine can stop a run whose role model keeps failing.
+    """
 
     def __init__(
         self,
@@ -314,12 +370,17 @@ class RoleCaller:
         retry: RetryPolicy,
         timeout_s: float,
         seed: int,
-        sampling: Sampling = JUDGE_SAMPLING,
+        sampling: Sampling = ROLE_SAMPLING,
+        *,
+        on_failure: Callable[[ProviderError], None] = lambda error: None,
+        on_success: Callable[[], None] = lambda: None,
     ) -> None:
         self.provider = provider
         self.seed = seed
         self.sampling = sampling
         self.retries = 0
+        self.on_failure = on_failure
+        self.on_success = on_success
         limiter = Limiter(None, None, concurrency)
         self.sender = Sender(provider, limiter, retry, timeout_s, self._on_retry)
 
@@ -334,7 +395,9 @@ class RoleCaller:
         outcome = await self.sender.send_with_retry(Job(-1, 0, 0, request, len(prompt) // 4 + 64))
         if outcome.completion is None:
             assert outcome.error is not None
+            self.on_failure(outcome.error)
             return None, Usage(), f"{outcome.error.kind}: {outcome.error}"[:300]
+        self.on_success()
         return outcome.completion.texts[0], outcome.completion.usage, ""
 
     async def score(self, item: Item, round_no: int, k: int, response: str) -> RewardResult:

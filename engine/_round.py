@@ -4,7 +4,8 @@ A sample is journaled the moment it lands (text and usage: paid work is never lo
 is judged, the reward model's rating (`judge`, only with a reward judge) and the verdict. A sample
 the journal holds is replayed instead of sent; one that landed but was never judged (the run
 stopped in between) is judged now, not bought again, and a rating the journal holds is not asked
-again.
+again. Once a sample's verdict is journaled, a rating that failed stays failed (the response
+scored 0, as it was then): what a finished round decided never changes on resume.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def sample_seed(run_seed: int, item_id: str, round_no: int, k: int) -> int:
 
 def count_into(state: RunState, stats: RoundStats) -> None:
     """The barrier's counts: resolved, covered and accurate questions, as the state stands."""
+    state.close_round(stats.round)
     n = state.n
     stats.solved = state.solved_count()
     stats.covered = state.covered_count()
@@ -131,6 +133,8 @@ class RoundRun:
                 event = self.done.pop((self.t, self.state.items[row].id, k), None)
                 if event is not None:
                     found.append((row, k, event))
+        # A verdict settles the sample, its reward model's rating included, even a failed one.
+        settled = {(row, k) for row, k, ev in found if "score" in ev}
         unjudged = [(row, k, ev) for row, k, ev in found if "score" not in ev]
         if unjudged:
             pairs = [(self.state.items[row], str(ev["text"])) for row, _, ev in unjudged]
@@ -139,7 +143,14 @@ class RoundRun:
                 ev.update(score=verdict.score, answer=verdict.answer, fresh=True)
         scorer = self.engine.scorer
         if self.judgement.reward_model and scorer is not None:
-            unrated = [(row, k, ev) for row, k, ev in found if "judge" not in ev]
+
+            def unrated(row: int, k: int, ev: dict[str, Any]) -> bool:
+                judged = ev.get("judge")
+                if judged is None:
+                    return True
+                return not judged.get("ok") and (row, k) not in settled
+
+            todo = [(row, k, ev) for row, k, ev in found if unrated(row, k, ev)]
 
             async def rate(entry: tuple[int, int, dict[str, Any]]) -> None:
                 row, k, ev = entry
@@ -147,7 +158,7 @@ class RoundRun:
                 ev["rating"] = await scorer.score(item, self.t, k, str(ev["text"]))
                 ev["fresh"] = True
 
-            await bounded(unrated, rate, self.engine.config.concurrency)
+            await bounded(todo, rate, self.engine.config.concurrency)
         for row, k, ev in found:
             reward = ev.get("rating") or (
                 RewardResult.from_event(ev["judge"]) if "judge" in ev else None

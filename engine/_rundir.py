@@ -5,17 +5,18 @@ config.json      the resolved config and strategy, provider (and role models), s
 journal.jsonl    append-only events: every sample, rating, verdict, retry and round (see _journal)
 results.jsonl    one line per question: resolved, ỹ, covered, the selected answer and whether it
                  is correct, samples, tokens
-summary.json     coverage, accuracy and input/output/thinking tokens per round, role models'
-                 tokens, wall time
+summary.json     coverage, accuracy and input/output/thinking tokens per round, the policy's
+                 cost, role models' tokens and cost, wall time
 embeddings.npy   the question embeddings of this run (with a .json sidecar)
 run.log          the run's log lines
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ import orjson
 from ttc.engine._errors import ConfigError
 from ttc.engine._report import round_row
 from ttc.engine._state import QuestionRecord, RunState
-from ttc.engine._types import Usage
+from ttc.engine._types import Item, Usage
 
 _JSON = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 
@@ -77,8 +78,8 @@ def _resolved_round(rec: QuestionRecord, resolved: bool) -> int | None:
         return None
     if rec.accepted is not None:
         return rec.accepted.round
-    # Consensus: resolved at the latest round any of its responses came from.
-    return rec.recent.round if rec.recent is not None else None
+    # Consensus: resolved at the barrier of the round its responses first agreed.
+    return rec.consensus_round
 
 
 class RunDir:
@@ -138,6 +139,7 @@ class RunDir:
         total = state.total_usage()
         n = state.n
         covered, accurate = state.covered_count(), state.accurate_count()
+        policy_cost, role_cost = cost(total), extra.get("role_cost_usd", 0.0)
         summary = {
             **extra,
             "questions": n,
@@ -154,10 +156,58 @@ class RunDir:
             "output_tokens": total.output_tokens,
             "thinking_tokens": total.thinking_tokens,
             "wall_s": round(wall_s, 3),
-            "cost_usd": cost(total),
+            # The policy model's cost; with the role models' (`role_cost_usd`): `total_cost_usd`.
+            "cost_usd": policy_cost,
+            "total_cost_usd": None
+            if policy_cost is None or role_cost is None
+            else policy_cost + role_cost,
             "rounds": [{**round_row(s), "cost_usd": cost(s.usage)} for s in state.rounds],
         }
         write_atomic(self.summary_path, orjson.dumps(summary, option=_JSON))
+
+
+def items_sha256(items: Sequence[Item]) -> str:
+    """The checksum of a test set as config.json records it (ids, questions, references)."""
+    digest = hashlib.sha256()
+    for item in items:
+        digest.update(f"{item.id}\0{item.question}\0{item.reference}\n".encode())
+    return digest.hexdigest()
+
+
+def matched_output_tokens(run_dir: Path, suite: str, items: Sequence[Item], seed: int) -> int:
+    """The output tokens of the run in `run_dir`, to match a budget to them; refused unless that
+    run had the same suite and test set (its seed may differ: logged)."""
+    path = Path(run_dir) / "config.json"
+    try:
+        config = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise ConfigError(f"--match-tokens: {path} does not exist; name a run directory") from None
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ConfigError(f"--match-tokens: cannot read {path} ({exc})") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"--match-tokens: {path} is not a run's config")
+    if config.get("suite") != suite:
+        raise ConfigError(
+            f"--match-tokens: the run in {run_dir} was on the {config.get('suite')!r} suite, "
+            f"not {suite!r}; match a run on the same test set"
+        )
+    if config.get("items_sha256") != items_sha256(items):
+        raise ConfigError(
+            f"--match-tokens: the run in {run_dir} had another test set ({config.get('items')} "
+            f"questions, a different checksum; this run has {len(items)}); match a run on the "
+            "same test set (same --data, --limit, --per-task)"
+        )
+    theirs = (
+        config.get("config", {}).get("seed") if isinstance(config.get("config"), dict) else None
+    )
+    if theirs != seed:
+        logging.getLogger("ttc").warning(
+            "--match-tokens: the run in %s used seed %s, this run seed %s",
+            run_dir,
+            theirs,
+            seed,
+        )
+    return output_tokens_of(run_dir)
 
 
 def output_tokens_of(run_dir: Path) -> int:

@@ -1,7 +1,8 @@
 """`ttc report`: the per-round table and the coverage plot of one or several run directories.
 
 The numbers come from summary.json (tokens, coverage, accuracy, cost, wall time per round, and
-what role models such as a reward judge consumed); errors and
+what role models such as a reward judge consumed and cost: apart from the run's cost, which is
+the policy model's); errors and
 retries by kind come from the journal, which records each one with its kind. A resumed run's
 journal holds every session: a sample's error counts only if it is the last word on that sample
 (a sample that failed and was sent again on resume is judged by its new outcome), while every
@@ -278,12 +279,15 @@ def _totals(run: RunReport) -> str:
 
 
 def _role_totals(run: RunReport) -> str:
-    """One clause per role model: its calls, tokens and unreadable replies (not in the cost)."""
+    """One clause per role model: its calls, tokens, cost (apart from the run's cost above) and
+    unreadable replies."""
     parts = []
     for role, r in (run.roles or {}).items():
+        cost = r.get("cost_usd")
         parts.append(
             f"; {role} model {r.get('model', '?')}: {int(r.get('calls', 0))} calls, tokens "
             f"{int(r.get('input_tokens', 0)):,} input, {int(r.get('output_tokens', 0)):,} output, "
+            f"cost {'-' if cost is None else f'${float(cost):.4f}'}, "
             f"{int(r.get('unparsed', 0))} unparsed, {int(r.get('errors', 0))} failed"
         )
     return "".join(parts)

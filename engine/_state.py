@@ -10,7 +10,7 @@ is its final answer is the judgement's rule (`ttc.engine._judges`), read through
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -73,10 +73,15 @@ class QuestionRecord:
     recent: Pick | None = None
     # The highest reward (the earliest of equals), when a reward model judges.
     best: Pick | None = None
-    # Extracted answer -> its tally, when the judgement is self-consistency.
+    # Responses (not errors), with or without an extracted answer.
+    responses: int = 0
+    # An extracted answer's key (the suite's notion of equivalence) -> its tally, when the
+    # judgement is self-consistency.
     tally: dict[str, Tally] | None = None
     # The first round with a ground-truth-correct response (coverage), if any.
     covered_round: int | None = None
+    # Self-consistency: the round at whose barrier the responses first reached a consensus.
+    consensus_round: int | None = None
 
     @property
     def first_pass(self) -> tuple[int, int, str] | None:
@@ -106,6 +111,8 @@ class Rules(Protocol):
 
     def resolved(self, rec: QuestionRecord) -> bool: ...
 
+    def close_round(self, rec: QuestionRecord, round_no: int) -> None: ...
+
     def demo(self, rec: QuestionRecord) -> Pick | None: ...
 
     def selected(self, rec: QuestionRecord) -> Pick | None: ...
@@ -119,6 +126,9 @@ class _FirstAccepted:
 
     def resolved(self, rec: QuestionRecord) -> bool:
         return rec.accepted is not None
+
+    def close_round(self, rec: QuestionRecord, round_no: int) -> None:
+        return None
 
     def demo(self, rec: QuestionRecord) -> Pick | None:
         return rec.accepted
@@ -166,7 +176,12 @@ class RoundStats:
 class RunState:
     """The per-question records of a run, indexed by row (the item's position)."""
 
-    def __init__(self, items: Sequence[Item], rules: Rules | None = None) -> None:
+    def __init__(
+        self,
+        items: Sequence[Item],
+        rules: Rules | None = None,
+        answer_key: Callable[[str], str] | None = None,
+    ) -> None:
         self.items = list(items)
         self.rows = {item.id: row for row, item in enumerate(self.items)}
         if len(self.rows) != len(self.items):
@@ -174,6 +189,9 @@ class RunState:
             dup = next(item_id for item_id, c in counts.items() if c > 1)
             raise DataError(f"duplicate item id {dup!r}")
         self.rules: Rules = rules or _FirstAccepted()
+        # Which extracted answers self-consistency counts as one: the suite's `answer_key`,
+        # else the answer with its whitespace collapsed.
+        self.answer_key = answer_key or _normal
         self.records = [QuestionRecord() for _ in self.items]
         self.rounds: list[RoundStats] = []
         # Difficulty-aware allocation: each question's estimated difficulty, by row.
@@ -216,6 +234,12 @@ class RunState:
         """The question's final answer, by the judgement's rule."""
         return self.rules.selected(self.records[row])
 
+    def close_round(self, round_no: int) -> None:
+        """The round barrier: the judgement settles what the round decided for good."""
+        close = self.rules.close_round
+        for rec in self.records:
+            close(rec, round_no)
+
     def covered_count(self) -> int:
         return sum(rec.covered_round is not None for rec in self.records)
 
@@ -244,6 +268,7 @@ class RunState:
         """Account one judged response; True when it makes the question newly accepted."""
         rec = self.records[row]
         rec.samples += 1
+        rec.responses += 1
         rec.usage = rec.usage + usage
         rules = self.rules
         key = (round_no, k)
@@ -258,7 +283,8 @@ class RunState:
             if best is None or (reward, (-round_no, -k)) > (best.reward, (-best.round, -best.k)):
                 rec.best = Pick(round_no, k, text, scored.answer, correct, reward)
         if rules.tallies and scored.answer is not None:
-            _count(rec, Pick(round_no, k, text, _normal(scored.answer), correct, reward))
+            group = self.answer_key(scored.answer)
+            _count(rec, group, Pick(round_no, k, text, scored.answer, correct, reward))
         if not accepted:
             return False
         was = rec.accepted is not None
@@ -284,13 +310,12 @@ def _normal(answer: str) -> str:
     return " ".join(answer.split())
 
 
-def _count(rec: QuestionRecord, pick: Pick) -> None:
-    assert pick.answer is not None
+def _count(rec: QuestionRecord, key: str, pick: Pick) -> None:
     if rec.tally is None:
         rec.tally = {}
-    tally = rec.tally.get(pick.answer)
+    tally = rec.tally.get(key)
     if tally is None:
-        rec.tally[pick.answer] = Tally(1, pick)
+        rec.tally[key] = Tally(1, pick)
         return
     tally.count += 1
     if pick.key < tally.first.key:

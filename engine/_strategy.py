@@ -33,9 +33,10 @@ from typing import Any, Protocol
 from ttc.engine._config import RunConfig
 from ttc.engine._difficulty import (
     NEUTRAL,
+    adaptive_measure,
     apportion,
-    matched_samples,
     round_budget,
+    samples_for_tokens,
     warmup_measure,
 )
 from ttc.engine._errors import ConfigError
@@ -94,6 +95,10 @@ class Allocation(Protocol):
 
     def describe(self) -> dict[str, Any]: ...
 
+    def needs_ratings(self, round_no: int, state: SolvedView, k: int) -> bool:
+        """Whether this adaptive round's allotment reads the difficulty ratings."""
+        ...
+
     def allocate(self, round_no: int, state: SolvedView, k: int) -> Allotment: ...
 
 
@@ -130,6 +135,9 @@ class Uniform:
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "match_tokens": self.match_tokens}
 
+    def needs_ratings(self, round_no: int, state: SolvedView, k: int) -> bool:
+        return False
+
     def rounds_matched(self, state: SolvedView, k: int) -> int:
         """N: the rounds whose expected output tokens come closest to `match_tokens`."""
         assert self.match_tokens is not None
@@ -164,14 +172,22 @@ class Elimination:
     def describe(self) -> dict[str, Any]:
         return {"name": self.name}
 
+    def needs_ratings(self, round_no: int, state: SolvedView, k: int) -> bool:
+        return False
+
     def allocate(self, round_no: int, state: SolvedView, k: int) -> Allotment:
         return dict.fromkeys(state.unsolved_rows(), k)
 
 
 @dataclass(frozen=True, slots=True)
 class DifficultyAware:
-    """The adaptive rounds' sample budget, spread over unresolved questions in proportion to
-    their estimated difficulty (Appendix B; the rules are in `ttc.engine._difficulty`)."""
+    """The adaptive rounds' budget, spread over unresolved questions in proportion to their
+    estimated difficulty (Appendix B; the rules are in `ttc.engine._difficulty`).
+
+    With `match_tokens` the budget is output tokens (the matched run's, less this run's warm-up),
+    turned into samples before each round at the mean output tokens of the adaptive samples so
+    far; without, it is (R - R_warm) x K x the questions the warm-up left unresolved, in samples.
+    """
 
     rounds: int
     warmup: int
@@ -183,25 +199,61 @@ class DifficultyAware:
         return {
             "name": self.name,
             "match_tokens": self.match_tokens,
+            "budget": "output tokens" if self.match_tokens is not None else "samples",
             "rating": "1-10",
             "neutral": NEUTRAL,
         }
 
-    def budget(self, state: SolvedView, k: int) -> int:
-        """Samples for all adaptive rounds together."""
-        if self.match_tokens is not None:
-            return matched_samples(state.rounds, self.warmup, self.match_tokens)
-        unresolved = state.n - state.rounds[self.warmup - 1].solved if self.warmup else state.n
-        return (self.rounds - self.warmup) * k * unresolved
+    def target_tokens(self, state: SolvedView) -> int:
+        """The output tokens for the adaptive rounds: the matched run's less the warm-up's."""
+        assert self.match_tokens is not None
+        return self.match_tokens - warmup_measure(state.rounds, self.warmup)[1]
+
+    def samples_left(self, round_no: int, state: SolvedView, k: int) -> int:
+        """Samples for round `round_no` and the adaptive rounds after it."""
+        planned, answered, spent = adaptive_measure(state.rounds, round_no)
+        if self.match_tokens is None:
+            unresolved = state.n - state.rounds[self.warmup - 1].solved if self.warmup else state.n
+            return max(0, (self.rounds - self.warmup) * k * unresolved - planned)
+        # Tokens per sample: the adaptive samples' so far, or before any, the warm-up's.
+        measured = (answered, spent) if answered else warmup_measure(state.rounds, self.warmup)
+        return samples_for_tokens(self.target_tokens(state) - spent, *measured)
+
+    def needs_ratings(self, round_no: int, state: SolvedView, k: int) -> bool:
+        return self.samples_left(round_no, state, k) > 0
 
     def allocate(self, round_no: int, state: SolvedView, k: int) -> Allotment:
-        total = self.budget(state, k)
-        spent = sum(s.planned for s in state.rounds if s.adaptive and s.round < round_no)
-        this_round = round_budget(total - spent, self.rounds - round_no + 1)
+        left = self.samples_left(round_no, state, k)
         if round_no == self.warmup + 1:
-            log.info("da: %s samples for the adaptive rounds", f"{total:,}")
+            self._announce(state, left)
+        this_round = round_budget(left, self.rounds - round_no + 1)
         weights = {row: state.difficulty.get(row, NEUTRAL) for row in state.unsolved_rows()}
         return {row: c for row, c in apportion(this_round, weights).items() if c > 0}
+
+    def _announce(self, state: SolvedView, samples: int) -> None:
+        if self.match_tokens is None:
+            log.info("da: %s samples for the adaptive rounds", f"{samples:,}")
+            return
+        target = self.target_tokens(state)
+        warm = self.match_tokens - target
+        if target <= 0:
+            log.warning(
+                "da: the matched run's %s output tokens are at or below this run's warm-up's "
+                "%s: no adaptive samples and no difficulty ratings",
+                f"{self.match_tokens:,}",
+                f"{warm:,}",
+            )
+            return
+        log.info(
+            "da: matched to %s output tokens: %s for the adaptive rounds after the warm-up's "
+            "%s, about %s samples (re-estimated each round from the tokens per sample so far)",
+            f"{self.match_tokens:,}",
+            f"{target:,}",
+            f"{warm:,}",
+            f"{samples:,}",
+        )
+        if samples == 0:
+            log.warning("da: %s tokens buy no whole sample: no adaptive samples", f"{target:,}")
 
 
 class _Base:

@@ -166,6 +166,8 @@ class Suite(Protocol):
 
     `judge` runs in worker processes, so a suite must be picklable and `judge` pure.
     The two `sim_*` methods let the offline simulator answer in the suite's real format.
+    Optional: `answer_key(answer) -> str`, which extracted answers self-consistency counts as one
+    (the math suites canonicalise LaTeX and numbers); without it, answers equal up to whitespace.
     """
 
     @property

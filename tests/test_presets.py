@@ -8,10 +8,13 @@ sim stand-ins of the judge and difficulty models.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import shutil
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +23,33 @@ import orjson
 import pytest
 from fakes import FakeSuite, ScriptedProvider, Step, TableEmbedder, items
 
+from ttc.adapters._math import answer_key as math_answer_key
 from ttc.adapters._reasoning_gym import extract_last_boxed
 from ttc.adapters._sim import SimDifficulty, SimJudge, SimProvider
 from ttc.adapters._templates import adaptive_prompt, warmup_prompt
-from ttc.engine import ConfigError, Engine, Provider, RunConfig, RunResult
+from ttc.engine import (
+    BadRequest,
+    Completion,
+    ConfigError,
+    Engine,
+    Fatal,
+    Item,
+    Provider,
+    RunConfig,
+    RunResult,
+    Usage,
+    Verdict,
+)
+from ttc.engine._cli import build_parser
+from ttc.engine._commands import config_from, method_options, role_totals, share_warmup
 from ttc.engine._demos import default_path, load_fewshot
 from ttc.engine._difficulty import NEUTRAL, apportion, parse_rating
 from ttc.engine._difficulty import prompt as difficulty_prompt
+from ttc.engine._engine import PROVIDER_STOP
 from ttc.engine._journal import read_journal
-from ttc.engine._judges import parse_score, rubric, unit_draw
+from ttc.engine._judges import parse_score, rubric, split_rubric, unit_draw
+from ttc.engine._prices import Price
+from ttc.engine._rundir import matched_output_tokens
 from ttc.engine._types import Message, Request
 
 RIGHT = "right:{} worked solution"
@@ -47,13 +68,21 @@ async def run(
     roles: dict[str, Provider] | None = None,
     suite: FakeSuite | None = None,
     resume: bool = False,
+    price: Price | None = None,
     **cfg: Any,
 ) -> RunResult:
     cfg.setdefault("verifier_workers", 0)
     suite = suite or FakeSuite(pool=items(n))
     config = RunConfig(**cfg)
     async with Engine(
-        provider, suite, config, embedder=embedder, out_dir=out, roles=roles, resume=resume
+        provider,
+        suite,
+        config,
+        embedder=embedder,
+        out_dir=out,
+        roles=roles,
+        resume=resume,
+        price=price,
     ) as engine:
         return await engine.run()
 
@@ -333,12 +362,34 @@ async def test_sc_resolves_by_consensus_and_shows_majority_answers(
 def test_parse_score() -> None:
     assert parse_score("The answer is right.\nScore: 8") == 0.8
     assert parse_score("Score: **10**") == 1.0
+    assert parse_score("**Score:** 9") == 0.9
+    assert parse_score("Score (0-10): 7") == 0.7
     assert parse_score("score = 7/10") == 0.7
+    assert parse_score("Score: 6\nScore: 9") == 0.9
     assert parse_score("I give it 9 out of 10") == 0.9
+    assert parse_score("Rating: 8/10") == 0.8
     assert parse_score("6") == 0.6
+    assert parse_score(" 6 \n") == 0.6
     assert parse_score("Score: 11") is None
     assert parse_score("looks fine, steps 1 and 2 check out") is None
     assert parse_score("") is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The answer 1/2 is wrong",
+        "The answer 1/2 is wrong; the correct answer is 5/6.",
+        "The response finds x = 3/4, which matches. Correct.",
+        "I would give this a score of 9.",
+        "Step 3 is fine",
+        "Score: 4/5",
+        "Score: N",
+        "it is 10/100 wrong",
+    ],
+)
+def test_parse_score_takes_no_number_that_is_not_an_explicit_score(text: str) -> None:
+    assert parse_score(text) is None
 
 
 def judge_script() -> ScriptedProvider:
@@ -476,6 +527,8 @@ async def test_accuracy_equals_coverage_under_ground_truth() -> None:
         ({"method": "adpt", "fewshot": "x.jsonl"}, "--fewshot"),
         ({"judge_threshold": 0.0}, "--judge-threshold"),
         ({"consensus": 1.5}, "--consensus"),
+        ({"consensus": 1.0}, "--consensus"),
+        ({"judge_temperature": -0.1}, "--judge-temperature"),
         ({"method": "best"}, "--method"),
     ],
 )
@@ -601,3 +654,391 @@ def test_ttc_run_da_then_unif_matched_to_it_then_a_reward_judge(tmp_path: Path) 
     assert bad.returncode == 2
     [line] = bad.stderr.strip().splitlines()
     assert "--judge" in line
+
+
+# -- review fixes: budgets, resume, role models, consensus -----------------------------------------
+
+
+class LongWhenUnsolved(ScriptedProvider):
+    """q0 and q1 answer in 10 output tokens, the others in 30: the questions left after the
+    warm-up are the harder ones, and answer at greater length (as real models do)."""
+
+    async def generate(self, request: Request) -> Completion:
+        comp = await super().generate(request)
+        tokens = 10 if request.item_id in ("q0", "q1") else 30
+        return replace(comp, usage=Usage(comp.usage.input_tokens, tokens, 0))
+
+
+async def test_da_matched_budget_is_in_tokens_and_lands_on_the_target() -> None:
+    # Warm-up: 2 x 10 + 4 x 30 = 140 tokens, 23.3 a sample. Target 380: 240 for the adaptive
+    # rounds, about 10 samples at the warm-up's length, 5 in round 2 (150 tokens at 30 each);
+    # round 3 re-estimates at the 30 its samples took: 90 tokens left, 3 samples.
+    script: dict[str, list[Step]] = {"q0": [right("q0")], "q1": [right("q1")]}
+    da = await run(
+        LongWhenUnsolved(dict(script)),
+        6,
+        roles={"difficulty": difficulty_script()},
+        method="da",
+        rounds=3,
+        match_tokens=380,
+    )
+    assert [s.planned for s in da.rounds] == [6, 5, 3]
+    assert da.usage.output_tokens == 380
+
+
+async def test_da_matched_to_no_more_than_its_warmup_warns_and_asks_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="ttc")
+    rater, policy = difficulty_script(), ScriptedProvider({"q0": [right("q0")]})
+    da = await run(policy, 6, roles={"difficulty": rater}, method="da", rounds=3, match_tokens=60)
+    assert [s.planned for s in da.rounds] == [6, 0, 0]
+    assert rater.history == []
+    assert len(policy.history) == 6
+    [warning] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "at or below this run's warm-up" in warning.getMessage()
+    assert "no difficulty ratings" in warning.getMessage()
+
+
+async def test_match_tokens_refuses_another_test_set_and_logs_another_seed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ref = tmp_path / "elim"
+    await run(ScriptedProvider(), 6, out=ref, method="elim", rounds=2, seed=1)
+    assert matched_output_tokens(ref, "fake", items(6), 1) == 120
+    with pytest.raises(ConfigError, match=r"--match-tokens: .*suite"):
+        matched_output_tokens(ref, "math500", items(6), 1)
+    with pytest.raises(ConfigError, match=r"--match-tokens: .*test set"):
+        matched_output_tokens(ref, "fake", items(5), 1)
+    # Through the command line's config: the flag's run is checked against this run's items.
+    args = build_parser().parse_args(["run", "--method", "da", "--match-tokens", str(ref)])
+    five = FakeSuite(pool=items(5))
+    with pytest.raises(ConfigError, match="--match-tokens"):
+        config_from(args, "da", suite=five, items=five.items())
+    caplog.set_level(logging.INFO, logger="ttc")
+    six = FakeSuite(pool=items(6))
+    assert config_from(args, "da", suite=six, items=six.items()).match_tokens == 120
+    assert any("used seed 1, this run seed 0" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_resumed_matched_run_keeps_the_budget_it_started_with(tmp_path: Path) -> None:
+    ref, out = tmp_path / "elim", tmp_path / "unif"
+    await run(ScriptedProvider(), 6, out=ref, method="elim", rounds=2)
+    argv = ["run", "--method", "unif", "--match-tokens", str(ref), "--out", str(out)]
+    suite = FakeSuite(pool=items(6))
+    options = method_options(build_parser().parse_args(argv), suite=suite, items=suite.items())
+    assert options["match_tokens"] == 120
+    await run(ScriptedProvider(), 6, out=out, method="unif", rounds=2, match_tokens=120)
+    # The matched run moves away (or grows): a resumed run keeps the stored budget.
+    ref.rename(tmp_path / "moved")
+    resumed = build_parser().parse_args([*argv, "--resume"])
+    options = method_options(resumed, suite=suite, items=suite.items(), out=out)
+    assert options["match_tokens"] == 120
+
+
+@dataclass
+class RubricJudge:
+    """Scores a right response 9 and a wrong one 1; the first call for each question in `fail`
+    fails (an outage)."""
+
+    fail: set[str]
+    name: str = "rubric-judge"
+    model: str = "rubric-judge-1"
+
+    def __post_init__(self) -> None:
+        self.history: list[Request] = []
+
+    async def generate(self, request: Request) -> Completion:
+        self.history.append(request)
+        parts = split_rubric(request.messages[0].content)
+        assert parts is not None
+        if request.item_id in self.fail:
+            self.fail.discard(request.item_id)
+            raise BadRequest("judge outage")
+        score = 9 if parts[1].startswith("right:") else 1
+        return Completion((f"Score: {score}",), Usage(50, 5), ("stop",))
+
+    async def aclose(self) -> None:
+        return None
+
+
+def cut_before_round(src: Path, dst: Path, round_no: int) -> None:
+    """A copy of the run in `src` as if killed when round `round_no` sent its first sample."""
+    dst.mkdir()
+    shutil.copy(src / "config.json", dst / "config.json")
+    lines = (src / "journal.jsonl").read_bytes().splitlines(keepends=True)
+    marker = b'"ev":"sample","round":%d' % round_no
+    cut = next(i for i, line in enumerate(lines) if marker in line)
+    (dst / "journal.jsonl").write_bytes(b"".join(lines[:cut]))
+
+
+def per_round(result: RunResult) -> list[tuple[int, ...]]:
+    return [
+        (s.planned, s.active, s.solved, s.covered, s.accurate, s.judge_calls, s.judge_errors)
+        for s in result.rounds
+    ]
+
+
+async def test_failed_judge_calls_are_settled_as_they_were_on_resume(tmp_path: Path) -> None:
+    # Round 1: q0 and q1 are right, but the judge fails on them (score 0), so they are sampled
+    # again in round 2. Killed as round 3 starts and resumed with the judge back, round 1 must
+    # not be judged again: the rounds that acted on its failures would no longer add up.
+    script: dict[str, list[Step]] = {
+        "q0": [right("q0")] * 3,
+        "q1": [right("q1"), "wrong", right("q1")],
+        "q2": ["wrong", right("q2")],
+    }
+    kwargs: dict[str, Any] = {"method": "elim", "judge": "reward", "rounds": 3}
+    ref = tmp_path / "ref"
+    whole = await run(
+        ScriptedProvider(dict(script)), 4, out=ref, roles={"judge": RubricJudge({"q0", "q1"})},
+        **kwargs,
+    )  # fmt: skip
+    assert [s.solved for s in whole.rounds] == [0, 2, 3]
+    cut = tmp_path / "cut"
+    cut_before_round(ref, cut, 3)
+    judge = RubricJudge(set())
+    policy = ScriptedProvider({"q1": [right("q1")]})
+    resumed = await run(policy, 4, out=cut, roles={"judge": judge}, resume=True, **kwargs)
+    assert per_round(resumed) == per_round(whole)
+    # Only round 3's two samples were sent and judged.
+    assert sorted(r.item_id for r in policy.history) == ["q1", "q3"]
+    assert sorted(r.item_id for r in judge.history) == ["q1", "q3"]
+    assert (cut / "results.jsonl").read_bytes() == (ref / "results.jsonl").read_bytes()
+
+
+async def test_failed_difficulty_ratings_are_settled_as_they_were_on_resume(
+    tmp_path: Path,
+) -> None:
+    # q2's rating fails in the first session: neutral. Resumed (killed as round 3 starts) with
+    # a rater that would now answer 1, q2 keeps its neutral rating, and round 3 its allotment.
+    def flaky_rater() -> ScriptedProvider:
+        rater = difficulty_script()
+        rater.script["q2"] = [BadRequest("rater outage")]
+        return rater
+
+    kwargs: dict[str, Any] = {"method": "da", "rounds": 3, "k": 2}
+    ref = tmp_path / "ref"
+    policy = ScriptedProvider({"q0": [right("q0")], "q1": [right("q1")]})
+    whole = await run(policy, 6, out=ref, roles={"difficulty": flaky_rater()}, **kwargs)
+    cut = tmp_path / "cut"
+    cut_before_round(ref, cut, 3)
+    rater, again = difficulty_script(), ScriptedProvider()
+    resumed = await run(again, 6, out=cut, roles={"difficulty": rater}, resume=True, **kwargs)
+    assert rater.history == []
+    assert per_round(resumed) == per_round(whole)
+    round3 = Counter(r.item_id for r in policy.history[-whole.rounds[2].planned :])
+    assert Counter(r.item_id for r in again.history) == round3
+    summary = load(cut / "summary.json")
+    assert (summary["roles"]["difficulty"]["errors"], summary["roles"]["difficulty"]["calls"]) == (
+        1,
+        3,
+    )
+
+
+async def test_role_calls_leave_the_temperature_to_the_api_unless_given() -> None:
+    policy = ScriptedProvider({"q0": [right("q0")]})
+    judge = RubricJudge(set())
+    await run(policy, 2, roles={"judge": judge}, method="elim", judge="reward", rounds=2)
+    assert {r.sampling.temperature for r in judge.history} == {None}
+    hot = RubricJudge(set())
+    await run(
+        ScriptedProvider(), 2, roles={"judge": hot}, method="elim", judge="reward", rounds=2,
+        judge_temperature=0.2,
+    )  # fmt: skip
+    assert {r.sampling.temperature for r in hot.history} == {0.2}
+    args = build_parser().parse_args(["run", "--judge", "reward", "--judge-temperature", "0.2"])
+    assert config_from(args, "adpt").judge_temperature == 0.2
+
+
+class Refusing:
+    """A role model that refuses every call (as api.openai.com refuses a temperature a
+    reasoning model does not take)."""
+
+    name, model = "refusing", "refusing-1"
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.calls = 0
+
+    async def generate(self, request: Request) -> Completion:
+        self.calls += 1
+        raise self.error
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_judge_that_keeps_failing_stops_the_run(tmp_path: Path) -> None:
+    judge = Refusing(BadRequest("400: 'temperature' is not supported with this model"))
+    result = await run(
+        ScriptedProvider(), 40, out=tmp_path, roles={"judge": judge}, method="elim",
+        judge="reward", rounds=3,
+    )  # fmt: skip
+    summary = load(tmp_path / "summary.json")
+    assert summary["stopped"].startswith(PROVIDER_STOP)
+    assert "32 judge model calls in a row failed" in summary["stopped"]
+    assert not summary["complete"]
+    assert len(result.rounds) == 1
+
+
+async def test_a_rater_refused_for_the_account_stops_the_run(tmp_path: Path) -> None:
+    rater = Refusing(Fatal("401: invalid api key", stops_run=True))
+    await run(
+        ScriptedProvider(), 4, out=tmp_path, roles={"difficulty": rater}, method="da", rounds=3,
+        concurrency=1,
+    )  # fmt: skip
+    summary = load(tmp_path / "summary.json")
+    assert summary["stopped"].startswith(f"{PROVIDER_STOP}: the difficulty model")
+    assert rater.calls == 1
+    assert summary["rounds"][1]["samples"] == 0
+
+
+async def test_role_calls_are_priced_reported_and_count_towards_max_cost(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # $1 an output token. The judge is the policy's own model, so it has the run's price: 4
+    # samples of 10 tokens ($40) and 4 ratings of 5 ($20) in round 1.
+    price = Price(0.0, 1e6, 0.0)
+    policy = ScriptedProvider(model="m")
+    judge = RubricJudge(set(), model="m")
+    config = RunConfig(method="elim", judge="reward", rounds=2, verifier_workers=0, max_cost_usd=55)
+    suite = FakeSuite(pool=items(4))
+    async with Engine(
+        policy, suite, config, out_dir=tmp_path / "a", roles={"judge": judge}, price=price
+    ) as engine:
+        result = await engine.run()
+    assert engine.stopped == "--max-cost $55 reached"
+    assert len(result.rounds) == 1
+    summary = load(tmp_path / "a" / "summary.json")
+    assert summary["cost_usd"] == pytest.approx(40.0)
+    assert summary["roles"]["judge"]["cost_usd"] == pytest.approx(20.0)
+    assert summary["role_cost_usd"] == pytest.approx(20.0)
+    assert summary["total_cost_usd"] == pytest.approx(60.0)
+    assert result.state is not None
+    text = role_totals(engine, result.state, engine.cost(result.usage))
+    assert "judge model m: tokens 200 input, 20 output, 0 thinking; cost $20.0000" in text
+    assert "total cost, policy and role models: $60.0000" in text
+    from ttc.engine._runreport import report
+
+    assert "judge model m: 4 calls, tokens 200 input, 20 output, cost $20.0000" in report(
+        [tmp_path / "a"], None
+    )
+    # --max-output-tokens counts the policy's tokens only: 40 after round 1 is under 45.
+    capped = await run(
+        ScriptedProvider(model="m"), 4, out=tmp_path / "b", roles={"judge": RubricJudge(set())},
+        method="elim", judge="reward", rounds=2, max_output_tokens=45,
+    )  # fmt: skip
+    assert len(capped.rounds) == 2
+    # A role model with no known price is said to be left out of --max-cost.
+    caplog.set_level(logging.WARNING, logger="ttc")
+    await run(
+        ScriptedProvider(model="m"), 4, roles={"judge": RubricJudge(set())}, price=price,
+        method="elim", judge="reward", rounds=1, max_cost_usd=1000,
+    )  # fmt: skip
+    assert any("rubric-judge-1" in r.getMessage() for r in caplog.records)
+
+
+async def test_share_warmup_copies_the_judges_ratings_too(tmp_path: Path) -> None:
+    script: dict[str, list[Step]] = {"q0": [right("q0")], "q1": [right("q1")]}
+    kwargs: dict[str, Any] = {"judge": "reward", "rounds": 2}
+    await run(
+        ScriptedProvider(dict(script)), 4, out=tmp_path / "elim",
+        roles={"judge": RubricJudge(set())}, method="elim", **kwargs,
+    )  # fmt: skip
+    share_warmup(tmp_path / "elim" / "journal.jsonl", tmp_path / "adpt" / "journal.jsonl", 1)
+    judge, policy = RubricJudge(set()), ScriptedProvider()
+    result = await run(
+        policy, 4, out=tmp_path / "adpt", roles={"judge": judge}, resume=True, method="adpt",
+        **kwargs,
+    )  # fmt: skip
+    # The warm-up is replayed, ratings included: only round 2 (q2, q3) is sent and judged.
+    assert sorted(r.item_id for r in policy.history) == ["q2", "q3"]
+    assert sorted(r.item_id for r in judge.history) == ["q2", "q3"]
+    assert result.rounds[0].judge_calls == 4
+
+
+@dataclass
+class BoxedSuite(FakeSuite):
+    """Answers in `\\boxed{}`, judged and grouped the way the math suites group them."""
+
+    def judge(self, item: Item, response: str) -> Verdict:
+        answer = extract_last_boxed(response)
+        ok = answer is not None and math_answer_key(answer) == math_answer_key(item.reference)
+        return Verdict(1.0 if ok else 0.0, answer)
+
+    @staticmethod
+    def answer_key(answer: str) -> str:
+        return math_answer_key(answer)
+
+
+def test_the_math_suites_group_equivalent_answers(tmp_path: Path) -> None:
+    from ttc.adapters._math import MathSuite
+
+    data = tmp_path / "math.jsonl"
+    record = {"problem": "?", "answer": "1/2", "subject": "a", "level": 1, "unique_id": "x"}
+    data.write_text(json.dumps(record) + "\n")
+    key = MathSuite("math500", data).answer_key
+    assert len({key(a) for a in ("\\frac{1}{2}", "\\dfrac{1}{2}", "0.5", "1/2", " 1/2.")}) == 1
+    assert key("\\left( 1, 2 \\right)") == key("(1,2)")
+    assert key("0.3333333333") == key("\\frac{1}{3}")
+    assert key("0.3334") != key("\\frac{1}{3}")
+    assert key("x") != key("y")
+
+
+async def test_sc_groups_equivalent_answers_and_counts_every_response() -> None:
+    pool = [Item("q0", "question number 0", "1/2"), Item("q1", "question number 1", "7")]
+    provider = ScriptedProvider(
+        {
+            # Two notations of one answer: 2 of 2, a consensus at round 2.
+            "q0": ["so \\boxed{\\frac{1}{2}}", "so \\boxed{0.5}"],
+            # A response with no answer counts against: 2 of 3, then 3 of 4 (not over 75%),
+            # then 4 of 5.
+            "q1": ["cut off mid-way", *["so \\boxed{7}"] * 4],
+        }
+    )
+    result = await run(provider, 2, suite=BoxedSuite(pool=pool), method="sc", rounds=5)
+    assert [s.solved for s in result.rounds] == [0, 1, 1, 1, 2]
+    assert dict(provider.calls) == {"q0": 2, "q1": 5}
+    assert result.accuracy == 1.0
+
+
+async def test_consensus_under_unif_stays_solved_from_the_round_it_was_reached(
+    tmp_path: Path,
+) -> None:
+    # Uniform allocation keeps sampling a question with a consensus; a later split vote does
+    # not unsolve it.
+    provider = ScriptedProvider({"q0": ["a", "a", "b", "b"]})
+    result = await run(provider, 1, out=tmp_path, method="unif", judge="consensus", rounds=4)
+    assert [s.solved for s in result.rounds] == [0, 1, 1, 1]
+    [line] = (tmp_path / "results.jsonl").read_bytes().splitlines()
+    record = orjson.loads(line)
+    assert (record["solved"], record["solved_round"], record["answer"]) == (True, 2, "a")
+
+
+async def test_temp_shares_the_warmup_only_at_the_same_temperature() -> None:
+    # temp's round one samples at --temperature (default 0.3); elim at --temperature 0.3 sends
+    # the very same warm-up requests, elim at the provider's default temperature does not.
+    temp, elim, plain = ScriptedProvider(), ScriptedProvider(), ScriptedProvider()
+    await run(temp, 2, method="temp", rounds=2)
+    await run(elim, 2, method="elim", rounds=2, sampling=_sampling(0.3))
+    await run(plain, 2, method="elim", rounds=2)
+    assert temp.history[:2] == elim.history[:2]
+    assert temp.history[:2] != plain.history[:2]
+
+
+@pytest.mark.slow
+def test_ttc_resume_of_a_matched_run_keeps_the_budget_in_its_config(tmp_path: Path) -> None:
+    common = ["--per-task", "4", "--embedder", "lexical", "--workers", "0", "-q"]
+    elim = ttc("run", "--method", "elim", *common, "--out", "elim", cwd=tmp_path)
+    assert elim.returncode == 0, elim.stderr
+    budget = load(tmp_path / "elim" / "summary.json")["output_tokens"]
+    unif = ttc("run", "--method", "unif", "--match-tokens", "elim", "--max-output-tokens", "1",
+               *common, "--out", "u", cwd=tmp_path)  # fmt: skip
+    assert unif.returncode == 3, unif.stderr
+    # The matched run moves away; the resumed run goes on with the budget it started with.
+    (tmp_path / "elim").rename(tmp_path / "elsewhere")
+    resumed = ttc("resume", "u", "--max-output-tokens", "100000000", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert load(tmp_path / "u" / "config.json")["config"]["match_tokens"] == budget
+    assert load(tmp_path / "u" / "summary.json")["complete"]
