@@ -1,0 +1,393 @@
+"""Reproduces the paper's experiments: methods × suites × seeds, then its tables and figures.
+
+    python benchmarks/paper.py --out DIR [--suites S,...] [--methods M,...|all] [--seeds 0,1]
+        [--provider sim|openai|gemini --model M --base-url URL --api-key-env VAR]
+        [--limit N|all] [--rounds 4] [--temperature T --top-p P --top-k K --max-tokens N
+        --thinking-budget N --reasoning-effort E --verbosity V]
+
+Every run goes through the Engine library API in one event loop, one after another, into its
+own run directory `DIR/<suite>/seed<k>/<method>/`. Per (suite, seed) the methods share one
+warm-up (see `_paper_grid`); `unif` and `da` match the output tokens of `--match-to` (the
+paper: elim). Running the same command again reuses finished runs and resumes unfinished ones.
+
+Decoding defaults to the paper's (Appendix A): temperature 0.3, top_p 0.9, top_k 40 where the
+model takes them; output limits 65,536 (Gemini) and 32,768 (GPT); OpenAI reasoning models
+(gpt-5*, o*) get no temperature/top_p/top_k and reasoning effort and verbosity medium. A flag
+overrides a default; `default` leaves the parameter to the provider. With `sim`, every suite is
+cut to a small prefix by default so that the whole grid runs offline in minutes.
+
+Writes DIR/results.md and DIR/results.json (final-round coverage and accuracy, mean ± std over
+seeds, and adpt's gains), DIR/final_coverage.png, and per suite DIR/<suite>/
+coverage_per_round.png, coverage_vs_output_tokens.png and tokens_per_round.png; prints one JSON
+line. With `sim`, every output says it is simulated: it measures the machinery, not the method.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import re
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+from _paper_grid import Grid, Outcome, ProviderFactory
+from _paper_plan import DATA_DIR, MATCHED, GridOptions, read_summary
+from _paper_report import SIM_BANNER, Run, by_suite, write_figures, write_tables
+
+from ttc.adapters import SimConfig, SimProvider
+from ttc.engine import METHODS, PRESETS, ConfigError, DataError, Sampling
+
+SUITES = ("reasoning_gym", "math500", "minerva", "gpqa", "livecodebench")
+# With `sim`: questions per suite by default (the first N; Reasoning Gym interleaves its tasks).
+SIM_LIMITS: dict[str, int | None] = {
+    "reasoning_gym": 100,
+    "math500": 100,
+    "minerva": 40,
+    "gpqa": 100,
+    "livecodebench": None,
+}
+PAPER_SAMPLING = {"temperature": 0.3, "top_p": 0.9, "top_k": 40}
+MAX_TOKENS = {"gemini": 65_536, "openai": 32_768}
+REASONING_MODEL = re.compile(r"^(gpt-5|o\d)")
+# A decoding flag not given: the paper's value (not a string: argparse would parse it).
+UNSET: Any = object()
+
+
+def _list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _decoding(kind: type[int] | type[float]) -> Any:
+    def parse(text: str) -> int | float | None:
+        if text == "default":
+            return None
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a number or 'default', got {text!r}"
+            ) from None
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="benchmarks/paper.py", description=(__doc__ or "").splitlines()[0]
+    )
+    p.add_argument("--out", type=Path, required=True, help="the grid's directory (re-run: resume)")
+    p.add_argument("--suites", default=",".join(SUITES), help=f"comma list of {', '.join(SUITES)}")
+    p.add_argument(
+        "--methods",
+        default=",".join(METHODS),
+        help=f"comma list of {', '.join(PRESETS)}, or `all` (default: the main four)",
+    )
+    p.add_argument("--seeds", default="0,1", help="comma list of run seeds (the paper: 4 seeds)")
+    g = p.add_argument_group("test sets")
+    g.add_argument("--limit", help="first N questions of every suite, or `all` (default: all; "
+                   "with sim: 100 per suite)")  # fmt: skip
+    g.add_argument("--per-task", type=int, default=100, help="Reasoning Gym problems per task")
+    g.add_argument("--data-dir", type=Path, default=DATA_DIR, help="math500, minerva, gpqa data")
+    g.add_argument(
+        "--lcb-data", type=Path, help="LiveCodeBench JSONL (default: a 7-problem fixture)"
+    )
+    g.add_argument("--lcb-start", default="2024-10-05", help="LiveCodeBench: first release date")
+    g.add_argument("--lcb-end", default="2025-01-04", help="LiveCodeBench: last release date")
+    g = p.add_argument_group("Algorithm 1 and the methods")
+    g.add_argument("--rounds", "-R", type=int, default=4)
+    g.add_argument("--warmup", type=int, default=1)
+    g.add_argument("-k", type=int, default=1)
+    g.add_argument("-p", type=int, default=3)
+    g.add_argument("--gamma", type=float, default=1.0)
+    g.add_argument("--neighbours", default="solved")
+    g.add_argument("--judge", help="truth, reward or consensus, for every method")
+    g.add_argument("--judge-threshold", type=float, default=0.7)
+    g.add_argument("--judge-model", default="sim", help="sim, openai:MODEL or gemini:MODEL")
+    g.add_argument("--difficulty-model", default="sim", help="da's rater: as --judge-model")
+    g.add_argument("--judge-temperature", type=float, help="the role models' temperature")
+    g.add_argument("--noise", type=float, default=0.0, help="flip verdicts (the paper: 0.05)")
+    g.add_argument("--consensus", type=float, default=0.75)
+    g.add_argument("--fewshot", type=Path, help="fixed-icl's few-shot JSONL")
+    g.add_argument(
+        "--match-to",
+        choices=("elim", "adpt", "none"),
+        default="elim",
+        help="unif and da match this method's output tokens (the paper: elim)",
+    )
+    g.add_argument("--embedder", default="auto", help="auto, minilm, lexical, gemini, openai")
+    g = p.add_argument_group("provider, decoding and limits")
+    g.add_argument("--provider", choices=("sim", "openai", "gemini"), default="sim")
+    g.add_argument("--model")
+    g.add_argument("--base-url")
+    g.add_argument("--api-key-env")
+    g.add_argument("--temperature", type=_decoding(float), default=UNSET)
+    g.add_argument("--top-p", type=_decoding(float), default=UNSET)
+    g.add_argument("--top-k", type=_decoding(int), default=UNSET)
+    g.add_argument("--max-tokens", type=_decoding(int), default=UNSET)
+    g.add_argument("--thinking-budget", type=_decoding(int), default=UNSET)
+    g.add_argument("--reasoning-effort", default=UNSET)
+    g.add_argument("--verbosity", default=UNSET)
+    g.add_argument("--concurrency", type=int, default=64)
+    g.add_argument("--rpm", type=float)
+    g.add_argument("--tpm", type=float)
+    g.add_argument("--timeout", type=float, default=300.0)
+    g.add_argument("--max-attempts", type=int, default=6)
+    g.add_argument("--workers", type=int, default=2, help="verifier processes")
+    g.add_argument("--cache", type=Path, help="response cache (default: DIR/responses.sqlite3)")
+    g.add_argument("--no-cache", action="store_true")
+    g = p.add_argument_group("sim provider (measures the machinery, not the method)")
+    g.add_argument("--sim-ability", type=float, default=0.0)
+    g.add_argument("--sim-thinking", type=float, default=0.0)
+    g.add_argument("--sim-latency", type=float, default=0.0)
+    return p
+
+
+def paper_sampling(args: argparse.Namespace) -> Sampling:
+    """Appendix A's decoding for this provider and model, with the flags given on top."""
+    reasoning = args.provider == "openai" and bool(REASONING_MODEL.match(args.model or ""))
+    paper: dict[str, Any] = {} if reasoning else dict(PAPER_SAMPLING)
+    if reasoning:
+        paper.update(reasoning_effort="medium", verbosity="medium")
+    paper["max_output_tokens"] = MAX_TOKENS.get(args.provider)
+    given = {
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "top_k": args.top_k,
+        "max_output_tokens": args.max_tokens,
+        "thinking_budget": args.thinking_budget,
+        "reasoning_effort": args.reasoning_effort,
+        "verbosity": args.verbosity,
+    }
+    values = {k: paper.get(k) if v is UNSET else v for k, v in given.items()}
+    for key in ("reasoning_effort", "verbosity"):
+        if values[key] == "default":
+            values[key] = None
+    return Sampling(**values)
+
+
+def options_from(args: argparse.Namespace, argv: Sequence[str]) -> GridOptions:
+    suites = tuple(_list(args.suites))
+    for name in suites:
+        if name not in SUITES:
+            raise ConfigError(f"--suites: unknown suite {name!r}; choose from {', '.join(SUITES)}")
+    methods = tuple(PRESETS if args.methods == "all" else _list(args.methods))
+    for name in methods:
+        if name not in PRESETS:
+            raise ConfigError(
+                f"--methods: unknown method {name!r}; choose from {', '.join(PRESETS)}"
+            )
+    if not suites or not methods:
+        raise ConfigError("--suites and --methods: name at least one of each")
+    matched = any(m in MATCHED for m in methods)
+    if args.match_to != "none" and matched and args.match_to not in methods:
+        raise ConfigError(
+            f"--match-to {args.match_to}: unif and da match its output tokens, so it must be "
+            "in --methods (or give --match-to none)"
+        )
+    try:
+        seeds = tuple(int(s) for s in _list(args.seeds))
+    except ValueError:
+        raise ConfigError(
+            f"--seeds: expected a comma list of integers, got {args.seeds!r}"
+        ) from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds: expected distinct integers, got {args.seeds!r}")
+    limits: dict[str, int | None]
+    if args.limit is None:
+        limits = dict(SIM_LIMITS) if args.provider == "sim" else dict.fromkeys(SUITES)
+    elif args.limit == "all":
+        limits = dict.fromkeys(SUITES)
+    elif args.limit.isdigit() and int(args.limit) > 0:
+        limits = dict.fromkeys(SUITES, int(args.limit))
+    else:
+        raise ConfigError(f"--limit: expected a positive integer or `all`, got {args.limit!r}")
+    cache = None if args.no_cache else (args.cache or args.out / "responses.sqlite3")
+    opts = GridOptions(
+        suites=suites,
+        methods=methods,
+        seeds=seeds,
+        out=args.out,
+        sampling=paper_sampling(args),
+        limits=limits,
+        provider=args.provider,
+        model=args.model,
+        base_url=args.base_url,
+        api_key_env=args.api_key_env,
+        per_task=args.per_task,
+        data_dir=args.data_dir,
+        lcb_data=args.lcb_data,
+        lcb_start=args.lcb_start,
+        lcb_end=args.lcb_end,
+        rounds=args.rounds,
+        warmup=args.warmup,
+        k=args.k,
+        p=args.p,
+        gamma=args.gamma,
+        neighbours=args.neighbours,
+        judge=args.judge,
+        judge_threshold=args.judge_threshold,
+        judge_model=args.judge_model,
+        difficulty_model=args.difficulty_model,
+        judge_temperature=args.judge_temperature,
+        noise=args.noise,
+        consensus=args.consensus,
+        fewshot=args.fewshot,
+        match_to=args.match_to,
+        embedder=args.embedder,
+        workers=args.workers,
+        concurrency=args.concurrency,
+        rpm=args.rpm,
+        tpm=args.tpm,
+        timeout_s=args.timeout,
+        max_attempts=args.max_attempts,
+        sim=SimConfig(
+            ability=args.sim_ability, thinking_ratio=args.sim_thinking, latency_s=args.sim_latency
+        ),
+        cache=cache,
+        argv=tuple(argv),
+    )
+    for method in methods:  # every method's settings are checked before anything runs
+        opts.config(method, seeds[0], 1)
+    return opts
+
+
+def report(opts: GridOptions, outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """The tables and figures of every finished run; returns the outputs' paths."""
+    runs = []
+    for o in outcomes:
+        if o.status != "skipped" and o.stopped is None:
+            summary = read_summary(o.path)
+            if summary.get("complete"):
+                runs.append(Run(o.suite, o.method, o.seed, summary))
+    if not runs:
+        return {}
+    header = header_of(opts, runs)
+    labels = {
+        m: f"{m} (matched to {opts.match_to}'s output tokens)"
+        for m in MATCHED
+        if opts.match_to != "none"
+    }
+    suites = by_suite(runs, opts.methods)
+    md, js = write_tables(suites, opts.methods, header, opts.out)
+    figures = write_figures(suites, opts.out, header, labels, opts.methods)
+    return {"results_md": str(md), "results_json": str(js), "figures": figures}
+
+
+def header_of(opts: GridOptions, runs: Sequence[Run]) -> dict[str, Any]:
+    simulated = any(bool(r.summary.get("simulated")) for r in runs)
+    header: dict[str, Any] = {
+        "simulated": simulated,
+        "provider": opts.provider,
+        # The simulator's model name carries a digest of its knobs (the seed too): drop it.
+        "model": str(runs[0].summary.get("model", opts.model)).split("@")[0],
+        "seeds": list(opts.seeds),
+        "rounds": opts.rounds,
+        "decoding": dataclasses.asdict(opts.sampling),
+        "matched": (
+            f"unif and da match {opts.match_to}'s output tokens" if opts.match_to != "none" else ""
+        ),
+    }
+    if simulated:
+        header["note"] = SIM_BANNER
+    return header
+
+
+async def run(
+    opts: GridOptions, make_provider: ProviderFactory | None = None, *, signals: bool = False
+) -> dict[str, Any]:
+    """Runs the grid and writes its outputs; returns the JSON line's content."""
+    started = time.perf_counter()
+    grid = Grid(opts, make_provider)
+    if signals:
+        _on_signals(grid)
+    outcomes = await grid.run()
+    outputs = report(opts, outcomes)
+    done = [o for o in outcomes if o.status != "skipped"]
+    line: dict[str, Any] = {
+        "benchmark": "paper",
+        "simulated": opts.simulated,
+        "suites": list(opts.suites),
+        "methods": list(opts.methods),
+        "seeds": list(opts.seeds),
+        "provider": opts.provider,
+        "model": SimProvider.model if opts.simulated else opts.model,
+        "runs": len(done),
+        "runs_ran": sum(o.status == "ran" for o in done),
+        "runs_reused": sum(o.status == "complete" for o in done),
+        "skipped": [f"{o.suite}/seed{o.seed}/{o.method}: {o.why}" for o in outcomes if o.why],
+        "warmup_shared": sorted({f"{o.method}<-{o.warmup_from}" for o in done if o.warmup_from}),
+        "requests": sum(o.requests for o in done),
+        "sent": sum(o.sent for o in done),
+        "cost_usd": total_cost(outcomes),
+        "decoding": dataclasses.asdict(opts.sampling),
+        "limits": {s: opts.limits.get(s) for s in opts.suites},
+        "wall_s": round(time.perf_counter() - started, 1),
+        "out": str(opts.out),
+        "outputs": outputs,
+        "stopped": grid.stopping,
+    }
+    if opts.simulated:
+        line["note"] = SIM_BANNER
+    return line
+
+
+def total_cost(outcomes: Sequence[Outcome]) -> float | None:
+    """What the grid's runs cost (USD, at the models' prices, role models included), or None if
+    a price is unknown."""
+    total = 0.0
+    for o in outcomes:
+        if o.status != "skipped":
+            summary = read_summary(o.path)
+            cost = summary.get("total_cost_usd", summary.get("cost_usd"))
+            if cost is None:
+                return None
+            total += float(cost)
+    return round(total, 4)
+
+
+def _on_signals(grid: Grid) -> None:
+    """First Ctrl-C: the running run stops dispatching and is written down (resumable), no new
+    run starts. Second: stop at once."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    presses = 0
+
+    def on_signal() -> None:
+        nonlocal presses
+        presses += 1
+        if presses > 1 and task is not None:
+            task.cancel()
+            return
+        print("paper: stopping; run the same command again to go on", file=sys.stderr)
+        grid.stop("interrupted")
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        opts = options_from(args, argv)
+        line = asyncio.run(run(opts, signals=True))
+    except (ConfigError, DataError) as exc:
+        print(f"paper: error: {exc}", file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print("paper: interrupted; run the same command again to go on", file=sys.stderr)
+        return 130
+    sys.stdout.write(orjson.dumps(line).decode() + "\n")
+    if line["stopped"]:
+        return 130 if "interrupted" in line["stopped"] else 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
