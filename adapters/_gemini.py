@@ -32,7 +32,7 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -61,6 +61,35 @@ GEMINI_BASE_URL = "https://generativelanguage.googleapis.com"
 # google-genai refuses to start without a key; a self-hosted server ignores this one.
 _NO_KEY = "no-key"
 _FINISH = {"STOP": "stop", "MAX_TOKENS": "length"}
+
+
+@contextmanager
+def gemini_errors(
+    who: str, secret: str | None, transport: tuple[type[BaseException], ...]
+) -> Iterator[None]:
+    """Turns google-genai's failures into the error tree (the table in the module docstring):
+    the one translation of this adapter, for the provider (on aiohttp) and the embedder (on the
+    SDK's httpx), which differ only in their `transport` errors."""
+    import pydantic
+    from google.genai import errors
+
+    try:
+        yield
+    except ProviderError:
+        raise
+    except errors.APIError as exc:
+        status = 429 if exc.status == "RESOURCE_EXHAUSTED" else int(exc.code or 0)
+        headers: Any = getattr(exc.response, "headers", None) or {}
+        # `from None`: the SDK's message repeats the server's body, which may quote the key.
+        raise status_error(status, headers, exc.details, who=who, secret=secret) from None
+    except transport as exc:
+        said = redact(str(exc), secret)
+        raise Transient(f"{who}: {type(exc).__name__}: {said}") from exc
+    except pydantic.ValidationError as exc:
+        said = redact(str(exc), secret)
+        raise Fatal(f"{who}: unreadable response: {said}") from exc
+    except json.JSONDecodeError as exc:
+        raise Transient(f"{who}: truncated body (not JSON): {exc}") from exc
 
 
 class GeminiProvider:
@@ -188,30 +217,9 @@ class GeminiProvider:
             automatic_continuation=False,
         )
 
-    @contextmanager
-    def _translate(self) -> Iterator[None]:
-        """Turns SDK and transport failures into the error tree (see the module docstring)."""
-        import pydantic
-        from google.genai import errors
-
-        try:
-            yield
-        except ProviderError:
-            raise
-        except errors.APIError as exc:
-            status = 429 if exc.status == "RESOURCE_EXHAUSTED" else int(exc.code or 0)
-            headers = getattr(exc.response, "headers", None) or {}
-            raise status_error(
-                status, headers, exc.details, who=self.name, secret=self._key
-            ) from None
-        except (aiohttp.ClientError, asyncio.IncompleteReadError, ConnectionError) as exc:
-            said = redact(str(exc), self._key)
-            raise Transient(f"{self.name}: {type(exc).__name__}: {said}") from exc
-        except pydantic.ValidationError as exc:
-            said = redact(str(exc), self._key)
-            raise Fatal(f"{self.name}: unreadable response: {said}") from exc
-        except json.JSONDecodeError as exc:
-            raise Transient(f"{self.name}: truncated body (not JSON): {exc}") from exc
+    def _translate(self) -> AbstractContextManager[None]:
+        transport = (aiohttp.ClientError, asyncio.IncompleteReadError, ConnectionError)
+        return gemini_errors(self.name, self._key, transport)
 
     def _completion(self, response: types.GenerateContentResponse, latency: float) -> Completion:
         if (response.model_version or "").endswith(SIM_MODEL_SUFFIX):

@@ -23,12 +23,12 @@ import json
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager, contextmanager, suppress
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ttc.adapters._gemini import GEMINI_KEY_ENVS
+from ttc.adapters._gemini import GEMINI_KEY_ENVS, gemini_errors
 from ttc.adapters._http import (
     NOT_AN_ENV_NAME,
     OPENAI_BASE_URL,
@@ -322,27 +322,5 @@ class GeminiEmbedder(_RemoteEmbedder):
                 )
             return self._client
 
-    @contextmanager
-    def _translate(self) -> Iterator[None]:
-        """Turns google-genai failures into the error tree (see the module docstring)."""
-        import pydantic
-        from google.genai import errors
-
-        try:
-            yield
-        except ProviderError:
-            raise
-        except errors.APIError as exc:
-            status = 429 if exc.status == "RESOURCE_EXHAUSTED" else int(exc.code or 0)
-            headers: Any = getattr(exc.response, "headers", None) or {}
-            raise status_error(
-                status, headers, exc.details, who=self.name, secret=self._key
-            ) from None
-        except _http_transport_errors() as exc:
-            said = redact(str(exc), self._key)
-            raise Transient(f"{self.name}: {type(exc).__name__}: {said}") from exc
-        except pydantic.ValidationError as exc:
-            said = redact(str(exc), self._key)
-            raise Fatal(f"{self.name}: unreadable response: {said}") from exc
-        except json.JSONDecodeError as exc:
-            raise Transient(f"{self.name}: truncated body (not JSON): {exc}") from exc
+    def _translate(self) -> AbstractContextManager[None]:
+        return gemini_errors(self.name, self._key, _http_transport_errors())

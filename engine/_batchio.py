@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from ttc.engine._errors import ConfigError, DataError
+from ttc.engine._journal import Journal
 
 URLS = ("/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses")
 _BOM = b"\xef\xbb\xbf"
@@ -133,8 +134,7 @@ class BatchJournal:
         self.offsets = array.array("q", [-1]) * scan.count
         self.final = bytearray(scan.count)
         self.replayed = 0  # requests with a final result in the journal before this run
-        self._fd: int | None = None
-        self._size = 0
+        self._journal = Journal(path)  # the engine's append-only writer
 
     def open(self, *, resume: bool) -> BatchJournal:
         """Reads an existing journal of the same input (cutting a torn tail), or starts one."""
@@ -143,9 +143,7 @@ class BatchJournal:
             raise ConfigError(f"--resume: no journal at {self.path}; run without --resume")
         if exists:
             self._load()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self._size = os.fstat(self._fd).st_size
+        self._journal.open()
         self.append(
             {
                 "ev": "start",
@@ -192,15 +190,7 @@ class BatchJournal:
 
     def append(self, event: dict[str, Any]) -> int:
         """Writes one event as one line straight to the OS; returns the line's offset."""
-        if self._fd is None:
-            raise RuntimeError("journal is not open")
-        offset = self._size
-        data = orjson.dumps(event) + b"\n"
-        view = memoryview(data)
-        while view:  # os.write may write less than asked (a full disk, a signal)
-            view = view[os.write(self._fd, view) :]
-        self._size += len(data)
-        return offset
+        return self._journal.append(event)
 
     def record(self, index: int, out: dict[str, Any], *, final: bool, attempts: int) -> None:
         """Appends request `index`'s result (the output line `out`)."""
@@ -224,10 +214,7 @@ class BatchJournal:
                 yield out
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = None
+        self._journal.close()
 
     def __enter__(self) -> BatchJournal:
         return self

@@ -113,12 +113,14 @@ class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd: int | None = None
+        self._size = 0  # bytes in the file: the offset of the next line
 
     def open(self) -> Journal:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists():
             self._cut_torn_tail()
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
         return self
 
     def _cut_torn_tail(self) -> None:
@@ -128,13 +130,17 @@ class Journal:
             with self.path.open("r+b") as fh:
                 fh.truncate(keep)
 
-    def append(self, event: dict[str, Any]) -> None:
-        """Write one event as one line, straight to the OS."""
+    def append(self, event: dict[str, Any]) -> int:
+        """Write one event as one line, straight to the OS; returns the line's byte offset."""
         if self._fd is None:
             raise RuntimeError("journal is not open")
-        data = memoryview(orjson.dumps(event) + b"\n")
-        while data:  # os.write may write less than asked (a full disk, a signal)
-            data = data[os.write(self._fd, data) :]
+        offset = self._size
+        data = orjson.dumps(event) + b"\n"
+        view = memoryview(data)
+        while view:  # os.write may write less than asked (a full disk, a signal)
+            view = view[os.write(self._fd, view) :]
+        self._size += len(data)
+        return offset
 
     def sync(self) -> None:
         """Make what was written survive a machine crash (called at round barriers)."""
