@@ -1008,11 +1008,13 @@ async def serve_forever(
     items: Sequence[Item] | None,
     *,
     on_ready: Callable[[SimServer], object] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> None:
-    """Serves until cancelled; `on_ready(server)` (sync or async) runs once it listens."""
+    """Serves until `stop` is set (or cancelled); `on_ready(server)` (sync or async) runs once it
+    listens. On the way out, hanging requests give up at once and the rest get 2 s."""
     async with running_server(options, suite, items) as server:
         if on_ready is not None:
             result = on_ready(server)
             if inspect.isawaitable(result):
                 await result
-        await asyncio.Event().wait()
+        await (stop or asyncio.Event()).wait()

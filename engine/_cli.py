@@ -424,16 +424,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     clear = "\r\x1b[K" if getattr(args, "live", False) else ""
     logging.basicConfig(format=clear + "%(asctime)s %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("ttc").setLevel(logging.WARNING if args.quiet else logging.INFO)
-    if args.command == "serve":
-        # The server runs until Ctrl-C or SIGTERM; either ends it cleanly (exit 0).
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
-        try:
-            return asyncio.run(_dispatch(args))
-        except KeyboardInterrupt:
-            return 0
-        except (ConfigError, DataError) as exc:
-            print(f"ttc: error: {exc}", file=sys.stderr)
-            return 2
     try:
         return asyncio.run(_dispatch(args))
     except (ConfigError, DataError) as exc:

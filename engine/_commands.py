@@ -8,8 +8,10 @@ a role model's (resumable); 130 interrupted (resumable).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
+import signal
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -472,5 +474,15 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    await serve_forever(options, suite, items, on_ready=ready)
+    # Ctrl-C or SIGTERM ends the server cleanly (exit 0): a timer-free stop from the loop
+    # itself, never an exception raised wherever the signal happens to land.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await serve_forever(options, suite, items, on_ready=ready, stop=stop)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
     return 0
