@@ -39,12 +39,11 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from ttc.adapters._http import (
-    NOT_AN_ENV_NAME,
     SIM_MODEL_SUFFIX,
     api_key_from,
-    is_env_name,
     is_local_url,
     redact,
+    require_env_name,
     status_error,
 )
 from ttc.engine._errors import BadRequest, ConfigError, Fatal, ProviderError, Transient
@@ -127,8 +126,7 @@ class GeminiProvider:
                 raise ConfigError(f"{name}: base_url must be an http(s) URL, got {base_url!r}")
         if max_connections < 0:
             raise ConfigError(f"{name}: max_connections must be >= 0, got {max_connections}")
-        if api_key_env and not is_env_name(api_key_env):
-            raise ConfigError(f"{name}: api_key_env: {NOT_AN_ENV_NAME}")
+        require_env_name(api_key_env, f"{name}: api_key_env")
         envs = (api_key_env,) if api_key_env else GEMINI_KEY_ENVS
         key = api_key_from(api_key, envs)
         if key is None and not (base_url is not None and is_local_url(base_url)):

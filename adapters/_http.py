@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from ttc.engine._errors import BadRequest, Fatal, ProviderError, RateLimited, Transient
+from ttc.engine._errors import BadRequest, ConfigError, Fatal, ProviderError, RateLimited, Transient
 from ttc.engine._types import RateInfo
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "parse_duration",
     "rate_info",
     "redact",
+    "require_env_name",
     "retry_after",
     "status_error",
 ]
@@ -329,6 +330,13 @@ def api_key_from(api_key: str | None, env_names: Sequence[str]) -> str | None:
         if value:
             return value
     return None
+
+
+def require_env_name(value: str | None, label: str) -> None:
+    """Refuses an `api_key_env` that is not a variable's name, naming `label` (a flag or a
+    constructor argument) but never the value: a value that is not a name may be the key."""
+    if value and not is_env_name(value):
+        raise ConfigError(f"{label}: {NOT_AN_ENV_NAME}")
 
 
 def is_env_name(name: str) -> bool:

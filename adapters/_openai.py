@@ -37,15 +37,14 @@ import aiohttp
 import orjson
 
 from ttc.adapters._http import (
-    NOT_AN_ENV_NAME,
     OPENAI_BASE_URL,
     SIM_FINGERPRINT,
     api_key_from,
     error_message,
-    is_env_name,
     loads_or_text,
     rate_info,
     redact,
+    require_env_name,
     status_error,
 )
 from ttc.engine._errors import BadRequest, ConfigError, Fatal, ProviderError, Transient
@@ -92,8 +91,7 @@ class OpenAIProvider:
             raise ConfigError(f"{name}: base_url must be an http(s) URL, got {base_url!r}")
         if max_connections < 0:
             raise ConfigError(f"{name}: max_connections must be >= 0, got {max_connections}")
-        if api_key_env and not is_env_name(api_key_env):
-            raise ConfigError(f"{name}: api_key_env: {NOT_AN_ENV_NAME}")
+        require_env_name(api_key_env, f"{name}: api_key_env")
         self.model = model
         self.name = name
         # True once a response shows it came from `ttc serve` (the offline simulator).

@@ -30,12 +30,11 @@ import numpy as np
 
 from ttc.adapters._gemini import GEMINI_KEY_ENVS, gemini_errors
 from ttc.adapters._http import (
-    NOT_AN_ENV_NAME,
     OPENAI_BASE_URL,
     api_key_from,
-    is_env_name,
     is_local_url,
     redact,
+    require_env_name,
     status_error,
 )
 from ttc.engine._errors import ConfigError, Fatal, ProviderError, RateLimited, Transient
@@ -168,8 +167,7 @@ class OpenAIEmbedder(_RemoteEmbedder):
         super().__init__(
             batch_size=batch_size, dim=dim, max_attempts=max_attempts, backoff_s=backoff_s
         )
-        if api_key_env and not is_env_name(api_key_env):
-            raise ConfigError(f"{self.name}: api_key_env: {NOT_AN_ENV_NAME}")
+        require_env_name(api_key_env, f"{self.name}: api_key_env")
         self.model = model
         self.base_url = base_url.rstrip("/")
         is_openai = self.base_url == OPENAI_BASE_URL
@@ -272,8 +270,7 @@ class GeminiEmbedder(_RemoteEmbedder):
         super().__init__(
             batch_size=batch_size, dim=dim, max_attempts=max_attempts, backoff_s=backoff_s
         )
-        if api_key_env and not is_env_name(api_key_env):
-            raise ConfigError(f"{self.name}: api_key_env: {NOT_AN_ENV_NAME}")
+        require_env_name(api_key_env, f"{self.name}: api_key_env")
         envs = (api_key_env,) if api_key_env else GEMINI_KEY_ENVS
         key = api_key_from(api_key, envs)
         if key is None and not (base_url is not None and is_local_url(base_url)):

@@ -393,12 +393,11 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
 async def cmd_batch(args: argparse.Namespace) -> int:
     """`ttc batch INPUT --out OUTPUT`: 0 all lines written; 4 the provider refuses the account,
     130 interrupted (both resumable)."""
-    from ttc.adapters._http import NOT_AN_ENV_NAME, is_env_name
+    from ttc.adapters._http import require_env_name
     from ttc.adapters._openai import OpenAIProvider
 
-    if args.api_key_env and not is_env_name(args.api_key_env):
-        # argparse would quote the value in its error, and the value may be a key.
-        raise ConfigError(f"--api-key-env: {NOT_AN_ENV_NAME}")
+    # Checked here, not by argparse, which would quote the value (it may be a key).
+    require_env_name(args.api_key_env, "--api-key-env")
     # The model goes in each body; the provider's own is only for its messages.
     provider = OpenAIProvider(
         args.model or "batch", base_url=args.base_url, api_key_env=args.api_key_env

@@ -204,13 +204,11 @@ def api_provider(
     kind: str, model: str | None, base_url: str | None, api_key_env: str | None
 ) -> Provider:
     """An OpenAI(-compatible) or Gemini provider; a missing model or key is a ConfigError."""
-    from ttc.adapters._http import NOT_AN_ENV_NAME, is_env_name
+    from ttc.adapters._http import require_env_name
 
     if not model:
         raise ConfigError(f"--model: required with --provider {kind}")
-    if api_key_env and not is_env_name(api_key_env):
-        # Never repeated: a value that is not a name may well be the key itself.
-        raise ConfigError(f"--api-key-env: {NOT_AN_ENV_NAME}")
+    require_env_name(api_key_env, "--api-key-env")
     if kind == "openai":
         from ttc.adapters._openai import OpenAIProvider
 
