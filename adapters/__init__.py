@@ -1,17 +1,31 @@
-"""What talks to the world: LLM providers, embedders and task suites."""
+"""What talks to the world: LLM providers, embedders, task suites, the sandbox and the simulator.
 
-from ttc.adapters._embedders import make_embedder
-from ttc.adapters._gemini import GeminiProvider
-from ttc.adapters._generic import GenericConfig, GenericSuite
-from ttc.adapters._gpqa import GPQASuite
-from ttc.adapters._lexical import LexicalEmbedder
-from ttc.adapters._livecodebench import LiveCodeBenchSuite
-from ttc.adapters._minilm import MiniLMEmbedder, minilm_available
-from ttc.adapters._openai import OpenAIProvider
-from ttc.adapters._reasoning_gym import ReasoningGymSuite, extract_last_boxed
-from ttc.adapters._remote_embed import GeminiEmbedder, OpenAIEmbedder
-from ttc.adapters._sim import SimConfig, SimProvider
-from ttc.adapters._suites import SUITES, SuiteOptions, make_suite
+Each kind has its own package (`providers`, `embedders`, `suites`, `sandbox`, `sim`); their public
+names are re-exported here. Adapters import only the public names of `ttc.engine`.
+"""
+
+from ttc.adapters.embedders import (
+    GeminiEmbedder,
+    LexicalEmbedder,
+    MiniLMEmbedder,
+    OpenAIEmbedder,
+    make_embedder,
+    minilm_available,
+)
+from ttc.adapters.providers import GeminiProvider, OpenAIProvider
+from ttc.adapters.sim import SimConfig, SimProvider
+from ttc.adapters.suites import (
+    SUITES,
+    GenericConfig,
+    GenericSuite,
+    GPQASuite,
+    LiveCodeBenchSuite,
+    MathSuite,
+    ReasoningGymSuite,
+    SuiteOptions,
+    extract_last_boxed,
+    make_suite,
+)
 
 __all__ = [
     "SUITES",
@@ -22,6 +36,7 @@ __all__ = [
     "GenericSuite",
     "LexicalEmbedder",
     "LiveCodeBenchSuite",
+    "MathSuite",
     "MiniLMEmbedder",
     "OpenAIEmbedder",
     "OpenAIProvider",

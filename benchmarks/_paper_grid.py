@@ -36,13 +36,22 @@ from _paper_plan import (
 )
 
 from ttc.adapters import SimProvider, make_embedder
-from ttc.engine import ConfigError, Embedder, Engine, Item, Provider, RunConfig, Suite
-from ttc.engine._cache import CachingProvider, ResponseCache
-from ttc.engine._commands import api_provider, role_provider_from, share_warmup
-from ttc.engine._progress import Progress
-from ttc.engine._rundir import matched_output_tokens
-from ttc.engine._types import FloatArray
-from ttc.engine._verify import VerifierPool
+from ttc.engine import (
+    CachingProvider,
+    ConfigError,
+    Embedder,
+    Engine,
+    FloatArray,
+    Item,
+    Progress,
+    Provider,
+    ResponseCache,
+    RunConfig,
+    Suite,
+    VerifierPool,
+    matched_output_tokens,
+)
+from ttc.engine.cli import api_provider, role_provider_from, share_warmup
 
 # Builds the policy model of one (suite, seed).
 ProviderFactory = Callable[[Suite, Sequence[Item], int], Provider]

@@ -27,10 +27,8 @@ from typing import Any
 import orjson
 
 from ttc.adapters import SimConfig, SuiteOptions, make_suite
-from ttc.engine import ConfigError, Item, RunConfig, Sampling, Suite
-from ttc.engine._config import OPERATIONAL
-from ttc.engine._rundir import items_sha256
-from ttc.engine._strategy import preset
+from ttc.engine import OPERATIONAL, ConfigError, Item, RunConfig, Sampling, Suite, items_sha256
+from ttc.engine.strategy import preset
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO.parent / "shared" / "data"
@@ -216,7 +214,7 @@ def check_same(run_dir: Path, config: RunConfig, ls: LoadedSuite, model: str | N
 def skip_reason(opts: GridOptions, suite: str, method: str) -> str | None:
     """Why `method` does not run on `suite`, or None."""
     if method == "fixed-icl" and opts.fewshot is None:
-        from ttc.engine._demos import DEFAULT_FOR
+        from ttc.engine.strategy import DEFAULT_FOR
 
         if suite not in DEFAULT_FOR:
             return f"fixed-icl has no default few-shot prompt for {suite}; give --fewshot"

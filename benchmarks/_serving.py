@@ -21,7 +21,15 @@ class ServeProcess:
         self._proc: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> ServeProcess:
-        command = [sys.executable, "-m", "ttc.engine._cli", "serve", "--port", "0", *self.flags]
+        command = [
+            sys.executable,
+            "-m",
+            "ttc.engine.cli",
+            "serve",
+            "--port",
+            "0",
+            *self.flags,
+        ]
         proc = self._proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )

@@ -43,8 +43,7 @@ from typing import Any
 import orjson
 
 from ttc.adapters import LexicalEmbedder, ReasoningGymSuite, SimConfig, SimProvider
-from ttc.engine import Engine, Item, RunConfig, RunResult
-from ttc.engine._types import FloatArray
+from ttc.engine import Engine, FloatArray, Item, RunConfig, RunResult
 
 TASKS = ("decimal_arithmetic", "letter_counting")
 PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2**20

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import orjson
 
-from ttc.adapters._livecodebench import LiveCodeBenchSuite
-from ttc.adapters._sandbox import protections
-from ttc.engine._types import Item
+from ttc.adapters.sandbox import protections
+from ttc.adapters.suites import LiveCodeBenchSuite
+from ttc.engine import Item
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "data" / "lcb_fixture.jsonl"
 

@@ -22,7 +22,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from ttc.adapters._math import MathSuite
+from ttc.adapters.suites import MathSuite
 from ttc.engine import Item, Verdict
 
 REPO = Path(__file__).resolve().parents[1]

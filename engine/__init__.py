@@ -1,6 +1,9 @@
-"""The engine: run loop, state, strategies, limiter, retries, verifier pool, journal, CLI."""
+"""The engine: the contract (types, errors), the run loop, state, limiter, retries, verifier pool,
+journal and cache. It imports nothing from `ttc.adapters`; the CLI (`ttc.engine.cli`) wires them in.
+"""
 
-from ttc.engine._config import JUDGES, METHODS, NEIGHBOUR_MODES, PRESETS, RunConfig
+from ttc.engine._cache import CachingProvider, ResponseCache
+from ttc.engine._config import JUDGES, METHODS, NEIGHBOUR_MODES, OPERATIONAL, PRESETS, RunConfig
 from ttc.engine._engine import SIM_NOTE, Engine, RunResult
 from ttc.engine._errors import (
     BadRequest,
@@ -12,27 +15,19 @@ from ttc.engine._errors import (
     Transient,
     TtcError,
 )
-from ttc.engine._judges import Consensus, GroundTruth, Noisy, RewardModel
+from ttc.engine._lexical import LexicalEmbedder
 from ttc.engine._limiter import Limiter
+from ttc.engine._progress import Progress
+from ttc.engine._records import read_jsonl
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._round import sample_seed
+from ttc.engine._rundir import items_sha256, matched_output_tokens
 from ttc.engine._state import QuestionRecord, RoundStats, RunState
-from ttc.engine._strategy import (
-    DifficultyAware,
-    Elimination,
-    FixedDemos,
-    RandomICL,
-    SimilarICL,
-    Strategy,
-    TemperatureSchedule,
-    Uniform,
-    ZeroShot,
-    preset,
-)
 from ttc.engine._types import (
     Completion,
     Demo,
     Embedder,
+    FloatArray,
     Item,
     Message,
     Provider,
@@ -43,14 +38,33 @@ from ttc.engine._types import (
     Usage,
     Verdict,
 )
+from ttc.engine._verify import VerifierPool
+from ttc.engine.strategy import (
+    Consensus,
+    DifficultyAware,
+    Elimination,
+    FixedDemos,
+    GroundTruth,
+    Noisy,
+    RandomICL,
+    RewardModel,
+    SimilarICL,
+    Strategy,
+    TemperatureSchedule,
+    Uniform,
+    ZeroShot,
+    preset,
+)
 
 __all__ = [
     "JUDGES",
     "METHODS",
     "NEIGHBOUR_MODES",
+    "OPERATIONAL",
     "PRESETS",
     "SIM_NOTE",
     "BadRequest",
+    "CachingProvider",
     "Completion",
     "ConfigError",
     "Consensus",
@@ -62,11 +76,14 @@ __all__ = [
     "Engine",
     "Fatal",
     "FixedDemos",
+    "FloatArray",
     "GroundTruth",
     "Item",
+    "LexicalEmbedder",
     "Limiter",
     "Message",
     "Noisy",
+    "Progress",
     "Provider",
     "ProviderError",
     "QuestionRecord",
@@ -74,6 +91,7 @@ __all__ = [
     "RateInfo",
     "RateLimited",
     "Request",
+    "ResponseCache",
     "RetryPolicy",
     "RewardModel",
     "RoundStats",
@@ -90,7 +108,11 @@ __all__ = [
     "Uniform",
     "Usage",
     "Verdict",
+    "VerifierPool",
     "ZeroShot",
+    "items_sha256",
+    "matched_output_tokens",
     "preset",
+    "read_jsonl",
     "sample_seed",
 ]

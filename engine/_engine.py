@@ -29,10 +29,9 @@ from typing import Any
 import orjson
 
 from ttc.engine._config import FLAGS, OPERATIONAL, RunConfig
-from ttc.engine._difficulty import Estimates
 from ttc.engine._errors import ConfigError, Fatal, ProviderError
 from ttc.engine._journal import Journal, SampleKey, completed_samples, difficulty_ratings
-from ttc.engine._judges import RoleCaller
+from ttc.engine._lexical import LexicalEmbedder
 from ttc.engine._limiter import Limiter
 from ttc.engine._neighbours import Retrieval
 from ttc.engine._prices import Price, price_for
@@ -41,9 +40,11 @@ from ttc.engine._retry import RetryPolicy
 from ttc.engine._round import RoundRun, count_into
 from ttc.engine._rundir import RunDir, items_sha256
 from ttc.engine._state import QuestionRecord, RoundStats, RunState
-from ttc.engine._strategy import Allotment, DemoPlan, Strategy, preset
 from ttc.engine._types import Embedder, FloatArray, Item, Provider, Sampling, Suite, Usage
 from ttc.engine._verify import VerifierPool
+from ttc.engine.strategy._difficulty import Estimates
+from ttc.engine.strategy._judges import RoleCaller
+from ttc.engine.strategy._strategy import Allotment, DemoPlan, Strategy, preset
 
 log = logging.getLogger("ttc")
 
@@ -122,7 +123,7 @@ class Engine:
         config: RunConfig | None = None,
         *,
         out_dir: Path | str | None = None,
-        embedder: Embedder | str = "auto",
+        embedder: Embedder | Callable[[], Embedder] | None = None,
         strategy: Strategy | None = None,
         resume: bool = False,
         limiter: Limiter | None = None,
@@ -473,10 +474,20 @@ class Engine:
         return None if self.rundir is None else self.rundir.path
 
     def _embedder(self) -> Embedder:
-        from ttc.adapters import make_embedder
-
+        """The run's embedder: the one given, or built by the factory given (only when the method
+        needs vectors, and after the run's log is attached), or the lexical default."""
         spec = self._embedder_spec
-        return make_embedder(spec, log=log) if isinstance(spec, str) else spec
+        if isinstance(spec, str):
+            raise ConfigError(
+                f"embedder={spec!r}: the engine takes an Embedder; build one by name with "
+                f"ttc.adapters.make_embedder({spec!r})"
+            )
+        if spec is None:
+            # No model and no network: the library's default. `ttc run --embedder auto` (and
+            # ttc.adapters.make_embedder("auto")) prefer the MiniLM model.
+            log.info("no embedder given: using the lexical embedder")
+            return LexicalEmbedder()
+        return spec if isinstance(spec, Embedder) else spec()
 
     async def _embed(self, state: RunState, embedder: Embedder) -> FloatArray:
         from ttc.retrieval import cached_embeddings

@@ -1,5 +1,5 @@
 """The engine's view of retrieval: neighbours among questions that have a ỹ (the demonstration
-pool: the solved questions under ground truth; see `ttc.engine._judges` for the others).
+pool: the solved questions under ground truth; see `ttc.engine.strategy._judges` for the others).
 
 Question embeddings are computed once per run (and cached in the run directory); the FAISS index
 of solved questions grows at each round barrier, never within a round, so a round's prompts do
@@ -14,8 +14,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ttc.engine._state import RunState
-from ttc.engine._strategy import DemoPlan
 from ttc.engine._types import FloatArray
+from ttc.engine.strategy._strategy import DemoPlan
 from ttc.retrieval import SolvedIndex, fixed_neighbours, similar_solved
 
 

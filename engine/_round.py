@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from ttc.engine._errors import ProviderError
 from ttc.engine._journal import Journal, SampleKey
-from ttc.engine._judges import Noisy, RewardResult, bounded
 from ttc.engine._scheduler import Job, Outcome, Sender, run_round
 from ttc.engine._state import RoundStats, RunState, Scored
-from ttc.engine._strategy import Allotment, DemoPlan, DemoRef
 from ttc.engine._types import Completion, Demo, Item, Message, Request, Sampling, Usage, Verdict
+from ttc.engine.strategy._judges import Noisy, RewardResult, bounded
+from ttc.engine.strategy._strategy import Allotment, DemoPlan, DemoRef
 
 if TYPE_CHECKING:
     from ttc.engine._engine import Engine

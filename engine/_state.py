@@ -4,7 +4,7 @@ Each question keeps its own progress (samples, tokens, the responses its judgeme
 so a barrier-free scheduler can later be added without reshaping the state. What a record keeps
 is generic: the first accepted response, the most recent, the highest-rewarded, a tally of
 extracted answers. Which of them resolves the question, serves as its demonstration ỹ(x) and
-is its final answer is the judgement's rule (`ttc.engine._judges`), read through `RunState`.
+is its final answer is the judgement's rule (`ttc.engine.strategy`), read through `RunState`.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class QuestionRecord:
 
 
 class Rules(Protocol):
-    """What the state asks of a judgement (see `ttc.engine._judges`)."""
+    """What the state asks of a judgement (see `ttc.engine.strategy._judges`)."""
 
     @property
     def keeps_recent(self) -> bool: ...

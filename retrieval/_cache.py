@@ -21,7 +21,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     # Annotations only: at run time ttc.engine imports this package, not the reverse.
-    from ttc.engine._types import Embedder, FloatArray
+    from ttc.engine import Embedder, FloatArray
 
 _log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 if TYPE_CHECKING:
     # Annotations only: at run time ttc.engine imports this package, not the reverse.
-    from ttc.engine._types import FloatArray
+    from ttc.engine import FloatArray
 
 # On a small machine single-threaded flat search is several times faster: OpenMP's thread start-up
 # and synchronisation cost more than the few milliseconds of arithmetic a batch of queries needs.

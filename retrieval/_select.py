@@ -18,7 +18,7 @@ from ttc.retrieval._index import Neighbours, SolvedIndex, as_matrix
 
 if TYPE_CHECKING:
     # Annotations only: at run time ttc.engine imports this package, not the reverse.
-    from ttc.engine._types import FloatArray
+    from ttc.engine import FloatArray
 
 
 def similar_solved(index: SolvedIndex, query_rows: Sequence[int], p: int) -> dict[int, Neighbours]:

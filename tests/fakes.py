@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ttc.adapters._templates import adaptive_prompt, warmup_prompt
+from ttc.adapters.suites._templates import adaptive_prompt, warmup_prompt
 from ttc.engine import Completion, Demo, Item, ProviderError, Request, Usage, Verdict
 from ttc.engine._types import FloatArray
 

@@ -1,0 +1,21 @@
+"""LLM providers: OpenAI(-compatible) over our own aiohttp session, Gemini through google-genai."""
+
+from ttc.adapters.providers._gemini import GeminiProvider
+from ttc.adapters.providers._http import (
+    SIM_FINGERPRINT,
+    SIM_MODEL_SUFFIX,
+    api_key_from,
+    is_local_url,
+    require_env_name,
+)
+from ttc.adapters.providers._openai import OpenAIProvider
+
+__all__ = [
+    "SIM_FINGERPRINT",
+    "SIM_MODEL_SUFFIX",
+    "GeminiProvider",
+    "OpenAIProvider",
+    "api_key_from",
+    "is_local_url",
+    "require_env_name",
+]

@@ -1,0 +1,281 @@
+"""Gemini through google-genai, on an aiohttp session that we own and limit.
+
+google-genai (3.4) sends every async request through a caller's session given as
+`HttpOptions(aiohttp_client=...)` and never closes it. Its own retries are off:
+`HttpRetryOptions(attempts=1)` stops its tenacity loop and also its hidden reconnect-after-sleep
+on aiohttp connection errors, and `automatic_continuation=False` keeps one call one request.
+The SDK is imported on first use: it takes a second to import. Failures become the engine's error
+tree in `_translate`, with statuses mapped by `ttc.adapters.providers._http.status_error`:
+
+    google.genai / aiohttp                                  ttc
+    ─────────────────────────────────────────────────────   ──────────────────────────────────
+    APIError 401, 403, or status PERMISSION_DENIED or
+      UNAUTHENTICATED, or reason API_KEY_INVALID            Fatal(stops_run=True)
+    APIError RESOURCE_EXHAUSTED with a per-day quota
+      (QuotaFailure quotaId "...PerDay...")                 Fatal(stops_run=True)
+    APIError 429, or status RESOURCE_EXHAUSTED              RateLimited(retry_after=RetryInfo)
+    APIError 408, 409, 5xx (ServerError)                    Transient
+    APIError 400, 404 and other 4xx (ClientError)           BadRequest (server's message)
+    aiohttp.ClientError, IncompleteReadError, resets        Transient
+    a truncated or non-JSON body (JSONDecodeError)          Transient
+    a response the SDK cannot validate                      Fatal
+    no candidates                                           Transient("empty candidates")
+    no candidates, prompt blocked                           BadRequest
+
+A response whose `modelVersion` ends in `SIM_MODEL_SUFFIX` came from `ttc serve`'s offline
+simulator: the provider then says so in `simulated`, as the OpenAI one does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from ttc.adapters.providers._http import (
+    SIM_MODEL_SUFFIX,
+    api_key_from,
+    is_local_url,
+    redact,
+    require_env_name,
+    status_error,
+)
+from ttc.engine import (
+    BadRequest,
+    Completion,
+    ConfigError,
+    Fatal,
+    Message,
+    ProviderError,
+    Request,
+    Transient,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from google import genai
+    from google.genai import types
+
+__all__ = ["GEMINI_BASE_URL", "GEMINI_KEY_ENVS", "GeminiProvider"]
+
+GEMINI_KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+GEMINI_BASE_URL = "https://generativelanguage.googleapis.com"
+# google-genai refuses to start without a key; a self-hosted server ignores this one.
+_NO_KEY = "no-key"
+_FINISH = {"STOP": "stop", "MAX_TOKENS": "length"}
+
+
+@contextmanager
+def gemini_errors(
+    who: str, secret: str | None, transport: tuple[type[BaseException], ...]
+) -> Iterator[None]:
+    """Turns google-genai's failures into the error tree (the table in the module docstring):
+    the one translation of this adapter, for the provider (on aiohttp) and the embedder (on the
+    SDK's httpx), which differ only in their `transport` errors."""
+    import pydantic
+    from google.genai import errors
+
+    try:
+        yield
+    except ProviderError:
+        raise
+    except errors.APIError as exc:
+        status = 429 if exc.status == "RESOURCE_EXHAUSTED" else int(exc.code or 0)
+        headers: Any = getattr(exc.response, "headers", None) or {}
+        # `from None`: the SDK's message repeats the server's body, which may quote the key.
+        raise status_error(status, headers, exc.details, who=who, secret=secret) from None
+    except transport as exc:
+        said = redact(str(exc), secret)
+        raise Transient(f"{who}: {type(exc).__name__}: {said}") from exc
+    except pydantic.ValidationError as exc:
+        said = redact(str(exc), secret)
+        raise Fatal(f"{who}: unreadable response: {said}") from exc
+    except json.JSONDecodeError as exc:
+        raise Transient(f"{who}: truncated body (not JSON): {exc}") from exc
+
+
+class GeminiProvider:
+    """Gemini `generateContent` through google-genai, one request per call.
+
+    The key comes from `api_key`, else `api_key_env`, else GEMINI_API_KEY, else GOOGLE_API_KEY;
+    a local `base_url` may go without one (`api_key_env` is a name: a value that looks like a key
+    is a ConfigError that does not repeat it). `api_version` None is the SDK's default (v1).
+    `endpoint` is where requests go: `base_url` or Google's, without a trailing slash.
+    `session`, if given, is used as is and never closed here; otherwise one is created inside
+    the running loop on first use, with at most `max_connections` sockets (0: no cap), and closed
+    by `aclose`.
+    """
+
+    simulated = False
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str | None = None,
+        api_version: str | None = None,
+        name: str = "gemini",
+        session: aiohttp.ClientSession | None = None,
+        max_connections: int = 0,
+        connect_timeout_s: float = 30.0,
+    ) -> None:
+        if not model:
+            raise ConfigError(f"{name}: model must not be empty")
+        if base_url is not None:
+            parts = urlsplit(base_url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ConfigError(f"{name}: base_url must be an http(s) URL, got {base_url!r}")
+        if max_connections < 0:
+            raise ConfigError(f"{name}: max_connections must be >= 0, got {max_connections}")
+        require_env_name(api_key_env, f"{name}: api_key_env")
+        envs = (api_key_env,) if api_key_env else GEMINI_KEY_ENVS
+        key = api_key_from(api_key, envs)
+        if key is None and not (base_url is not None and is_local_url(base_url)):
+            raise ConfigError(f"{name}: no API key: set {' or '.join(envs)} or pass api_key")
+        self.model = model
+        self.name = name
+        self.base_url = base_url
+        # Where requests go, so that caches and resume checks tell a rehearsal from the vendor.
+        self.endpoint = (base_url or GEMINI_BASE_URL).rstrip("/")
+        self.api_version = api_version
+        # True once a response shows it came from `ttc serve` (the offline simulator).
+        self.simulated = False
+        self._key = key
+        self._session = session
+        self._owns_session = session is None
+        self._max_connections = max_connections
+        self._connect_timeout_s = connect_timeout_s
+        self._client: genai.Client | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"GeminiProvider(model={self.model!r}, base_url={self.base_url!r}, name={self.name!r})"
+        )
+
+    async def generate(self, request: Request) -> Completion:
+        """One generateContent call with candidate_count = n; raises from the error tree."""
+        client = self._genai()
+        config = self._config(request)
+        contents = _contents(request.messages)
+        start = time.perf_counter()
+        with self._translate():
+            response = await client.aio.models.generate_content(
+                model=self.model, contents=contents, config=config
+            )
+        return self._completion(response, time.perf_counter() - start)
+
+    async def aclose(self) -> None:
+        """Closes the SDK client, and the session if this provider created it."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aio.aclose()  # its own (unused) httpx pool; never our session
+            client.close()
+        if self._owns_session and self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+    def _genai(self) -> genai.Client:
+        """The SDK client on our session, built on first use inside the running loop."""
+        if self._client is None:
+            from google import genai
+            from google.genai import types
+
+            if self._session is None or (self._owns_session and self._session.closed):
+                self._session = aiohttp.ClientSession(
+                    connector=aiohttp.TCPConnector(limit=self._max_connections),
+                    timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout_s),
+                )
+            options = types.HttpOptions(
+                base_url=self.base_url,
+                api_version=self.api_version,
+                retry_options=types.HttpRetryOptions(attempts=1),
+                aiohttp_client=self._session,
+            )
+            self._client = genai.Client(
+                vertexai=False, api_key=self._key or _NO_KEY, http_options=options
+            )
+        return self._client
+
+    def _config(self, request: Request) -> types.GenerateContentConfig:
+        from google.genai import types
+
+        s = request.sampling
+        system = "\n\n".join(m.content for m in request.messages if m.role == "system")
+        thinking = None
+        if s.thinking_budget is not None:
+            thinking = types.ThinkingConfig(thinking_budget=s.thinking_budget)
+        return types.GenerateContentConfig(
+            system_instruction=system or None,
+            temperature=s.temperature,
+            top_p=s.top_p,
+            top_k=s.top_k,
+            seed=s.seed,
+            candidate_count=request.n,
+            max_output_tokens=s.max_output_tokens,
+            thinking_config=thinking,
+            automatic_continuation=False,
+        )
+
+    def _translate(self) -> AbstractContextManager[None]:
+        transport = (aiohttp.ClientError, asyncio.IncompleteReadError, ConnectionError)
+        return gemini_errors(self.name, self._key, transport)
+
+    def _completion(self, response: types.GenerateContentResponse, latency: float) -> Completion:
+        if (response.model_version or "").endswith(SIM_MODEL_SUFFIX):
+            # `ttc serve` answers with the offline simulator: reports must say so.
+            self.simulated = True
+        candidates = sorted(
+            enumerate(response.candidates or []),
+            key=lambda p: (p[1].index if p[1].index is not None else p[0], p[0]),
+        )
+        if not candidates:
+            feedback = response.prompt_feedback
+            if feedback is not None and feedback.block_reason is not None:
+                reason = getattr(feedback.block_reason, "value", feedback.block_reason)
+                raise BadRequest(f"{self.name}: prompt blocked: {reason}")
+            raise Transient(f"{self.name}: empty candidates")
+        texts = tuple(_text(c.content.parts if c.content else None) for _, c in candidates)
+        reasons = tuple(_finish(c.finish_reason) for _, c in candidates)
+        meta = response.usage_metadata
+        usage = Usage(
+            input_tokens=(meta.prompt_token_count or 0) if meta else 0,
+            output_tokens=(meta.candidates_token_count or 0) if meta else 0,
+            thinking_tokens=(meta.thoughts_token_count or 0) if meta else 0,
+        )
+        return Completion(
+            texts=texts,
+            usage=usage,
+            finish_reasons=reasons,
+            latency_s=latency,
+            model=response.model_version or self.model,
+        )
+
+
+def _text(parts: Sequence[types.Part] | None) -> str:
+    """A candidate's answer: its text parts joined, thought summaries left out."""
+    return "".join(p.text for p in parts or () if p.text and not p.thought)
+
+
+def _finish(reason: Any) -> str:
+    """A finish reason in the engine's words where they agree ("stop", "length")."""
+    if reason is None:
+        return ""
+    value = str(getattr(reason, "value", reason))
+    return _FINISH.get(value, value.lower())
+
+
+def _contents(messages: Sequence[Message]) -> list[types.ContentDict]:
+    """Chat messages as Gemini contents (system messages go to system_instruction)."""
+    return [
+        {"role": "model" if m.role == "assistant" else "user", "parts": [{"text": m.content}]}
+        for m in messages
+        if m.role != "system"
+    ]

@@ -1,0 +1,305 @@
+"""OpenAI chat completions, and every OpenAI-compatible server, over our own aiohttp session.
+
+Requests go out on one `aiohttp.ClientSession` with orjson at both ends, not through the SDK
+client, which costs 10-20x more CPU per request. The engine owns retries and timeouts: nothing
+here retries or sleeps. Failures become the engine's error tree in `_translate` (transport) and
+`status_error` (statuses, see `ttc.adapters.providers._http`):
+
+    aiohttp / HTTP                                          ttc
+    ─────────────────────────────────────────────────────   ──────────────────────────────────
+    401, 403, and any status with code insufficient_quota,
+      billing_hard_limit_reached, account_deactivated,
+      invalid_api_key (the account is refused)              Fatal(stops_run=True)
+    429                                                     RateLimited(retry_after, rate)
+    408, 409, 500, 502, 503, 504 and any other 5xx           Transient
+    ClientConnectionError (ServerDisconnectedError, ...),
+      ClientPayloadError, IncompleteReadError, resets       Transient
+    2xx with a truncated or non-JSON body                   Transient("truncated body")
+    2xx without choices, or with an `error` object          Transient("empty choices")
+      (/embeddings: without data)                           Transient("empty data")
+    400, 404, 413, 422 and other 4xx                        BadRequest (server's message)
+    InvalidURL                                              Fatal
+
+A choice whose content is null reads as "" with the server's finish reason (`tool_calls`), or,
+when the model refused, as its `refusal` text with the finish reason "refusal".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import orjson
+
+from ttc.adapters.providers._http import (
+    OPENAI_BASE_URL,
+    SIM_FINGERPRINT,
+    api_key_from,
+    error_message,
+    loads_or_text,
+    rate_info,
+    redact,
+    require_env_name,
+    status_error,
+)
+from ttc.engine import (
+    BadRequest,
+    Completion,
+    ConfigError,
+    Fatal,
+    ProviderError,
+    RateInfo,
+    Request,
+    Transient,
+    Usage,
+)
+
+__all__ = ["OpenAIProvider"]
+
+_OPENAI_HOST = "api.openai.com"
+
+
+class OpenAIProvider:
+    """Chat completions from OpenAI or any OpenAI-compatible server at `base_url`.
+
+    The API key comes from `api_key`, else the environment variable `api_key_env` (a name: a
+    value that looks like a key is a ConfigError that does not repeat it); only api.openai.com
+    insists on one. `endpoint` is the base URL requests go to, without a trailing slash.
+    `session`, if given, is used as is and never closed here; otherwise a session is created
+    inside the running loop on first use and closed by `aclose`, its connector holding at most
+    `max_connections` sockets (0: no cap; the engine's limiter bounds concurrency).
+    `send_top_k` None sends top_k everywhere but api.openai.com, which rejects it. `extra_body`
+    is merged into every request body last (e.g. vLLM's `chat_template_kwargs`).
+    """
+
+    simulated = False
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = OPENAI_BASE_URL,
+        api_key: str | None = None,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        name: str = "openai",
+        session: aiohttp.ClientSession | None = None,
+        send_top_k: bool | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        max_connections: int = 0,
+        connect_timeout_s: float = 30.0,
+    ) -> None:
+        if not model:
+            raise ConfigError(f"{name}: model must not be empty")
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"{name}: base_url must be an http(s) URL, got {base_url!r}")
+        if max_connections < 0:
+            raise ConfigError(f"{name}: max_connections must be >= 0, got {max_connections}")
+        require_env_name(api_key_env, f"{name}: api_key_env")
+        self.model = model
+        self.name = name
+        # True once a response shows it came from `ttc serve` (the offline simulator).
+        self.simulated = False
+        self.base_url = base_url.rstrip("/")
+        # Where requests go, so that caches and resume checks tell a rehearsal from the vendor.
+        self.endpoint = self.base_url
+        is_openai = parts.hostname == _OPENAI_HOST
+        key = api_key_from(api_key, [api_key_env] if api_key_env else [])
+        if key is None and is_openai:
+            where = f"set {api_key_env} or pass api_key" if api_key_env else "pass api_key"
+            raise ConfigError(f"{name}: no API key for {_OPENAI_HOST}: {where}")
+        self._key = key
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if key is not None:
+            self._headers["Authorization"] = f"Bearer {key}"
+        self.send_top_k = (not is_openai) if send_top_k is None else send_top_k
+        self.extra_body = dict(extra_body or {})
+        self._session = session
+        self._owns_session = session is None
+        self._max_connections = max_connections
+        self._connect_timeout_s = connect_timeout_s
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAIProvider(model={self.model!r}, base_url={self.base_url!r}, name={self.name!r})"
+        )
+
+    async def generate(self, request: Request) -> Completion:
+        """One chat completion with `request.n` choices; raises from the error tree."""
+        payload = orjson.dumps(self._body(request))
+        start = time.perf_counter()
+        with self._translate():
+            status, headers, raw = await self._send("/chat/completions", payload)
+            if not 200 <= status < 300:
+                raise status_error(
+                    status, headers, loads_or_text(raw), who=self.name, secret=self._key
+                )
+            data = orjson.loads(raw)
+        return self._completion(data, rate_info(headers), time.perf_counter() - start)
+
+    async def post_json(
+        self, path: str, body: Mapping[str, Any]
+    ) -> tuple[int, Any, RateInfo | None]:
+        """POSTs `body` to `base_url + path` as is, for batch tools.
+
+        Raises RateLimited, Transient and Fatal exactly as `generate` does, including for a 2xx
+        that is no answer: a body that is not a JSON object, or one with an `error` object, or,
+        for a path ending in /completions, no (or empty) `choices`, or, for /embeddings, no
+        (or empty) `data`. Any other status (a 4xx bad request) is returned as (status, parsed
+        body or text, rate) to be recorded.
+        """
+        payload = orjson.dumps(body)
+        path = path if path.startswith("/") else "/" + path
+        with self._translate():
+            status, headers, raw = await self._send(path, payload)
+            rate = rate_info(headers)
+            if 200 <= status < 300:
+                data = orjson.loads(raw)
+                self._check_answer(path, data)
+                return status, data, rate
+            parsed = loads_or_text(raw)
+            error = status_error(status, headers, parsed, who=self.name, secret=self._key)
+            if isinstance(error, BadRequest):
+                return status, parsed, rate
+            raise error
+
+    async def aclose(self) -> None:
+        """Closes the session if this provider created it."""
+        if self._owns_session and self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+    def _client(self) -> aiohttp.ClientSession:
+        """The session, created on first use inside the running loop."""
+        session = self._session
+        if session is None or (self._owns_session and session.closed):
+            session = self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._max_connections),
+                # No total timeout: the engine bounds each attempt with asyncio.timeout.
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout_s),
+            )
+        return session
+
+    async def _send(self, path: str, payload: bytes) -> tuple[int, Mapping[str, str], bytes]:
+        """One POST; the status, headers and whole body of its response."""
+        async with self._client().post(
+            self.base_url + path, data=payload, headers=self._headers
+        ) as response:
+            raw = await response.read()
+            return response.status, response.headers, raw
+
+    @contextmanager
+    def _translate(self) -> Iterator[None]:
+        """Turns transport failures and unreadable bodies into the error tree (module docstring)."""
+        try:
+            yield
+        except ProviderError:
+            raise
+        except aiohttp.InvalidURL as exc:
+            raise Fatal(f"{self.name}: invalid URL {self.base_url!r}") from exc
+        except (aiohttp.ClientError, asyncio.IncompleteReadError, ConnectionError) as exc:
+            said = redact(str(exc), self._key)
+            raise Transient(f"{self.name}: {type(exc).__name__}: {said}") from exc
+        except orjson.JSONDecodeError as exc:
+            raise Transient(f"{self.name}: truncated body (not JSON): {exc}") from exc
+
+    def _body(self, request: Request) -> dict[str, Any]:
+        s = request.sampling
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "n": request.n,
+        }
+        for key, value in (
+            ("temperature", s.temperature),
+            ("top_p", s.top_p),
+            ("seed", s.seed),
+            ("max_completion_tokens", s.max_output_tokens),
+            ("reasoning_effort", s.reasoning_effort),
+            ("verbosity", s.verbosity),
+        ):
+            if value is not None:
+                body[key] = value
+        if s.top_k is not None and self.send_top_k:
+            body["top_k"] = s.top_k
+        body.update(self.extra_body)
+        return body
+
+    def _check_answer(self, path: str, data: Any) -> None:
+        """Transient unless a 2xx body is an answer (see `post_json`)."""
+        if not isinstance(data, dict):
+            raise Transient(f"{self.name}: truncated body (a JSON {type(data).__name__})")
+        field = {"/completions": "choices", "/embeddings": "data"}.get(path[path.rfind("/") :])
+        items = data.get(field) if field else None
+        if field and (not isinstance(items, list) or not items):
+            problem = f"empty {field}"
+        elif isinstance(data.get("error"), dict):
+            problem = "an error in a 2xx body"
+        else:
+            return
+        said = error_message(data, self._key) if data.get("error") else ""
+        raise Transient(f"{self.name}: {problem}" + (f": {said}" if said else ""))
+
+    def _completion(self, data: Any, rate: RateInfo | None, latency: float) -> Completion:
+        """A Completion from a parsed 200 body; Transient if it has no choices."""
+        if isinstance(data, dict) and data.get("system_fingerprint") == SIM_FINGERPRINT:
+            # `ttc serve` answers with the offline simulator: reports must say so.
+            self.simulated = True
+        self._check_answer("/chat/completions", data)
+        choices = data["choices"]
+        try:
+            ordered = sorted(enumerate(choices), key=_choice_order)
+            answers = [_answer(choice) for _, choice in ordered]
+            texts = tuple(text for text, _ in answers)
+            reasons = tuple(reason for _, reason in answers)
+            usage = data.get("usage") or {}
+            prompt = int(usage.get("prompt_tokens") or 0)
+            completion = int(usage.get("completion_tokens") or 0)
+            details = usage.get("completion_tokens_details") or {}
+            thinking = int(details.get("reasoning_tokens") or 0)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise Fatal(f"{self.name}: unreadable completion: {exc}") from exc
+        return Completion(
+            texts=texts,
+            usage=Usage(prompt, max(0, completion - thinking), thinking),
+            finish_reasons=reasons,
+            latency_s=latency,
+            model=str(data.get("model") or self.model),
+            rate=rate,
+        )
+
+
+def _choice_order(pair: tuple[int, Any]) -> tuple[int, int]:
+    """Choices sort by their `index`, or by position where a server leaves it out."""
+    position, choice = pair
+    index = choice.get("index")
+    return (index if isinstance(index, int) else position, position)
+
+
+def _answer(choice: Mapping[str, Any]) -> tuple[str, str]:
+    """A choice's text and finish reason; a refusal in place of content is the text."""
+    message = choice.get("message") or {}
+    reason = str(choice.get("finish_reason") or "")
+    refusal = message.get("refusal")
+    if message.get("content") is None and isinstance(refusal, str):
+        return refusal, "refusal"
+    if not reason and message.get("tool_calls"):
+        reason = "tool_calls"
+    return _content(message), reason
+
+
+def _content(message: Mapping[str, Any]) -> str:
+    """A message's text: a string, None (""), or a list of text parts joined."""
+    content = message.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text") or "" for p in content if isinstance(p, dict))
+    raise TypeError(f"message content is a {type(content).__name__}")

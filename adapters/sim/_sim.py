@@ -1,0 +1,410 @@
+"""The offline simulator: a seeded, stochastic, in-process stand-in for an LLM.
+
+It exists to exercise the engine's machinery (rounds, limits, retries, journals, verifiers,
+retrieval) without an API key. It measures the machinery, never the method: its success model is
+a hand-written assumption that similar correct demonstrations help, so no result obtained with it
+says anything about whether evolving in-context demonstrations work.
+
+Success model, per request: a question has a latent difficulty d; the base logit is
+`ability - d`; each demonstration adds an effect (similar correct demos help, dissimilar ones hurt
+slightly, wrong ones hurt; a demonstration from outside the test set, such as a fixed few-shot
+example, counts as correct, its similarity read from its question); the logit moves by the mean
+effect; a set temperature T scales it by (0.3 / T) ** temperature_sensitivity (0.3: the paper's
+default; hotter sampling pulls every question towards even odds); each sample succeeds with
+probability sigmoid(logit). A sample's text is filler reasoning prose and the suite's final answer
+in its real format, correct or plausibly wrong, so the real verifiers judge it.
+
+Two role stand-ins answer the engine's real role prompts: `SimJudge` (a reward model: a rubric
+score correlated with whether the response is right, by `suite.sim_is_correct`, plus noise) and
+`SimDifficulty` (a difficulty rating correlated with the latent difficulty, plus noise). Both
+sometimes reply with no number at all, as real models do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from hashlib import blake2b
+from statistics import NormalDist
+
+import numpy as np
+
+from ttc.engine import (
+    BadRequest,
+    Completion,
+    ConfigError,
+    FloatArray,
+    Item,
+    LexicalEmbedder,
+    Request,
+    Suite,
+    Usage,
+)
+
+__all__ = ["SimConfig", "SimDifficulty", "SimJudge", "SimProvider", "SimRoleConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    """The simulator's knobs.
+
+    seed: base seed of every draw; the same seed and request give the same completion.
+    ability: the model's logit offset; higher solves more questions.
+    difficulty_mean, difficulty_std: each question's latent difficulty d ~ Normal(mean, std),
+        drawn deterministically from (seed, item id); the base logit is ability - d.
+    icl_gain: the logit gain of a correct demonstration of similarity 1.
+    similarity_floor: in (0, 1); a correct demo helps only above it, any demo hurts below it.
+    dissimilar_penalty: the logit cost of a demo of similarity 0 (linear up to the floor).
+    wrong_demo_penalty: the logit cost of a demonstration whose answer is wrong.
+    mean_output_tokens, output_tokens_sigma: each sample's output length is lognormal with this
+        mean and log-scale sigma.
+    thinking_ratio: thinking tokens reported per output token (0: a non-thinking model).
+    temperature_sensitivity: how much a set temperature T moves the logit: it is scaled by
+        (0.3 / T) ** temperature_sensitivity; no temperature (the provider default) leaves it.
+    latency_s, latency_sigma: each call sleeps a lognormal time with this median and log-scale
+        sigma (a heavy tail); latency_s = 0 never sleeps.
+    chars_per_token: characters per token, for estimating input tokens and sizing the prose.
+    """
+
+    seed: int = 0
+    ability: float = 0.0
+    difficulty_mean: float = 0.5
+    difficulty_std: float = 1.5
+    icl_gain: float = 3.0
+    similarity_floor: float = 0.3
+    dissimilar_penalty: float = 0.3
+    wrong_demo_penalty: float = 0.5
+    mean_output_tokens: float = 350.0
+    output_tokens_sigma: float = 0.5
+    thinking_ratio: float = 0.0
+    latency_s: float = 0.0
+    latency_sigma: float = 0.8
+    chars_per_token: float = 4.0
+    temperature_sensitivity: float = 0.5
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "seed":
+                if not isinstance(value, int) or isinstance(value, bool):
+                    raise ConfigError(f"sim.seed: must be an integer, got {value!r}")
+            elif not isinstance(value, int | float) or not math.isfinite(value):
+                raise ConfigError(f"sim.{f.name}: must be a finite number, got {value!r}")
+        nonnegative = (
+            "difficulty_std icl_gain dissimilar_penalty wrong_demo_penalty output_tokens_sigma "
+            "thinking_ratio latency_s latency_sigma temperature_sensitivity"
+        )
+        for name in nonnegative.split():
+            if getattr(self, name) < 0:
+                raise ConfigError(f"sim.{name}: must be >= 0, got {getattr(self, name)}")
+        for name in ("mean_output_tokens", "chars_per_token"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"sim.{name}: must be > 0, got {getattr(self, name)}")
+        if not 0 < self.similarity_floor < 1:
+            raise ConfigError(
+                f"sim.similarity_floor: must be in (0, 1), got {self.similarity_floor}"
+            )
+
+
+def _stable_hash(*parts: object) -> int:
+    """A 64-bit hash of `parts` that is the same in every process (unlike the salted hash())."""
+    key = "\x1f".join(map(repr, parts)).encode("utf-8")
+    return int.from_bytes(blake2b(key, digest_size=8).digest(), "little")
+
+
+def _make_prose() -> str:
+    """A long block of step-by-step filler, built once; samples take slices of it."""
+    sentences = [
+        "Let us restate the problem in our own words before doing anything else.",
+        "First, we identify the quantities that are given and the one that is asked for.",
+        "Next, we write down the relation between them and simplify it carefully.",
+        "We check each intermediate value, because a small slip here would propagate.",
+        "Then we substitute the known values and carry out the computation step by step.",
+        "It helps to consider a smaller case first and see whether the pattern holds.",
+        "We verify that the result satisfies every condition stated in the problem.",
+        "Counting again in a different order gives the same total, which is reassuring.",
+        "The edge cases need a separate look, so we treat them one at a time.",
+        "Rounding is applied only at the end, to the precision the problem requests.",
+        "Combining the partial results, we obtain the value we were looking for.",
+        "A quick estimate confirms that the magnitude of this answer is reasonable.",
+    ]
+    rng = random.Random(0)
+    return " ".join(rng.choice(sentences) for _ in range(2_000))
+
+
+_PROSE = _make_prose()
+
+# The temperature at which the simulator's success model is as configured (the paper's default).
+REFERENCE_TEMPERATURE = 0.3
+
+
+def _prose(chars: int, rng: np.random.Generator) -> str:
+    """About `chars` characters of filler, starting at a random sentence of the block."""
+    if chars <= 0:
+        return ""
+    start = int(rng.integers(0, len(_PROSE) // 2))
+    text = _PROSE
+    if start + chars + 200 > len(text):  # only for samples of tens of thousands of tokens
+        text = (_PROSE + " ") * ((start + chars + 200) // len(_PROSE) + 1)
+    start = text.find(". ", start) + 2  # begin at a sentence
+    end = text.find(". ", start + chars)
+    return text[start : end + 1] if end != -1 else text[start:]
+
+
+class SimProvider:
+    """An offline stand-in for an LLM that answers in the suite's real format (see module doc)."""
+
+    name = "sim"
+    model = "sim-1"
+    # Reports built from this provider's numbers say they are simulated.
+    simulated = True
+
+    def __init__(
+        self, suite: Suite, items: Sequence[Item], config: SimConfig = SimConfig()
+    ) -> None:
+        self.suite = suite
+        self.config = config
+        # The knobs that shape answers are part of the model's identity: a response cache or a
+        # resumed run must not mix answers of differently configured simulators.
+        knobs = dataclasses.asdict(config)
+        knobs.pop("latency_s")
+        knobs.pop("latency_sigma")
+        digest = hashlib.blake2b(repr(sorted(knobs.items())).encode(), digest_size=4).hexdigest()
+        self.model = f"sim-1@{digest}"
+        self._items = {item.id: item for item in items}
+        # The simulator's own notion of similarity (not the engine's embedder).
+        self._embedder = LexicalEmbedder()
+        self._vectors: dict[str, FloatArray] = {}
+        self._difficulty: dict[str, float] = {}
+        self._normal = NormalDist(config.difficulty_mean, config.difficulty_std)
+        self._prose_on = bool(getattr(suite, "sim_prose", True))
+        cfg = config
+        self._length_mu = math.log(cfg.mean_output_tokens) - cfg.output_tokens_sigma**2 / 2
+        self._latency_mu = math.log(cfg.latency_s) if cfg.latency_s > 0 else 0.0
+
+    def _item(self, item_id: str) -> Item:
+        try:
+            return self._items[item_id]
+        except KeyError:
+            raise BadRequest(f"sim: unknown item id {item_id!r}") from None
+
+    def _vector(self, item: Item) -> FloatArray:
+        # A demonstration from outside the test set is known by its question, not its id.
+        key = item.id if item.id in self._items else f"\x00{item.question}"
+        vec = self._vectors.get(key)
+        if vec is None:
+            vec = self._vectors[key] = self._embedder.embed([item.question])[0]
+        return vec
+
+    def difficulty(self, item_id: str) -> float:
+        """The latent difficulty of an item: a deterministic draw from (seed, item id)."""
+        d = self._difficulty.get(item_id)
+        if d is None and self.config.difficulty_std == 0:
+            d = self._difficulty[item_id] = self.config.difficulty_mean
+        elif d is None:
+            # Inverse CDF of a hashed uniform: cheap, and independent of the order of requests.
+            u = (_stable_hash(self.config.seed, "difficulty", item_id) + 0.5) / 2.0**64
+            d = self._difficulty[item_id] = self._normal.inv_cdf(u)
+        return d
+
+    def success_probability(self, request: Request) -> float:
+        """The probability that one sample of `request` is correct."""
+        cfg = self.config
+        target = self._item(request.item_id)
+        logit = cfg.ability - self.difficulty(target.id)
+        if request.demos:
+            floor = cfg.similarity_floor
+            effects = []
+            for demo in request.demos:
+                demo_item = self._items.get(demo.item_id)
+                if demo_item is None:  # from outside the test set: a curated, correct example
+                    demo_item = Item(demo.item_id, demo.question, "")
+                    correct = True
+                else:
+                    correct = self.suite.sim_is_correct(demo_item, demo.response)
+                s = float(self._vector(demo_item) @ self._vector(target))
+                effect = -cfg.dissimilar_penalty * max(0.0, floor - s) / floor
+                if correct:
+                    effect += cfg.icl_gain * max(0.0, s - floor) / (1.0 - floor)
+                else:
+                    effect -= cfg.wrong_demo_penalty
+                effects.append(effect)
+            logit += sum(effects) / len(effects)
+        temperature = request.sampling.temperature
+        if temperature is not None:
+            logit *= (REFERENCE_TEMPERATURE / max(temperature, 0.05)) ** cfg.temperature_sensitivity
+        return 1.0 / (1.0 + math.exp(-logit)) if logit > -700 else 0.0
+
+    async def generate(self, request: Request) -> Completion:
+        """Samples `request.n` responses; the same request always gets the same completion."""
+        cfg = self.config
+        if request.n < 1:
+            raise BadRequest(f"sim: n must be >= 1, got {request.n}")
+        item = self._item(request.item_id)
+        p = self.success_probability(request)
+        rng = np.random.default_rng(
+            _stable_hash(
+                cfg.seed, request.item_id, request.sampling.seed, [d.item_id for d in request.demos]
+            )
+        )
+        max_tokens = request.sampling.max_output_tokens
+        texts: list[str] = []
+        finish: list[str] = []
+        output_tokens = 0
+        for _ in range(request.n):
+            success = bool(rng.random() < p)
+            tokens = max(1, round(float(rng.lognormal(self._length_mu, cfg.output_tokens_sigma))))
+            answer_seed = int(rng.integers(0, 2**31))
+            answer = self.suite.sim_response(item, success, answer_seed)
+            if max_tokens is not None and tokens > max_tokens:
+                # Cut off before the final answer, as a real model that hits its limit is.
+                tokens = max_tokens
+                texts.append(_prose(int(tokens * cfg.chars_per_token), rng))
+                finish.append("length")
+            elif self._prose_on:
+                chars = int(tokens * cfg.chars_per_token) - len(answer) - 2
+                prose = _prose(chars, rng)
+                texts.append(f"{prose}\n\n{answer}" if prose else answer)
+                finish.append("stop")
+            else:
+                texts.append(answer)
+                finish.append("stop")
+            output_tokens += tokens
+        thinking = round(cfg.thinking_ratio * output_tokens)
+        budget = request.sampling.thinking_budget
+        if budget is not None:
+            thinking = min(thinking, budget * request.n)
+        prompt_chars = sum(len(m.content) for m in request.messages)
+        usage = Usage(
+            input_tokens=math.ceil(prompt_chars / cfg.chars_per_token),
+            output_tokens=output_tokens,
+            thinking_tokens=thinking,
+        )
+        latency = 0.0
+        if cfg.latency_s > 0:  # drawn last, so the latency knob never changes the texts
+            latency = float(rng.lognormal(self._latency_mu, cfg.latency_sigma))
+            await asyncio.sleep(latency)
+        return Completion(
+            texts=tuple(texts),
+            usage=usage,
+            finish_reasons=tuple(finish),
+            latency_s=latency,
+            model=self.model,
+        )
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimRoleConfig:
+    """The role stand-ins' knobs.
+
+    judge_right, judge_wrong, judge_std: the judge's score (0-10) of a right response is
+        Normal(judge_right, judge_std), of a wrong one Normal(judge_wrong, judge_std), rounded
+        and clipped.
+    rating_std: the difficulty rating is 5.5 + 1.5 z + Normal(0, rating_std), rounded and clipped
+        to 1-10, where z is the question's latent difficulty standardised.
+    garbage_rate: the share of replies that hold no number at all.
+    """
+
+    seed: int = 0
+    judge_right: float = 8.5
+    judge_wrong: float = 3.0
+    judge_std: float = 1.5
+    rating_std: float = 1.0
+    garbage_rate: float = 0.02
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, int | float) or not math.isfinite(value):
+                raise ConfigError(f"sim role.{f.name}: must be a finite number, got {value!r}")
+        if self.judge_std < 0 or self.rating_std < 0 or not 0 <= self.garbage_rate <= 1:
+            raise ConfigError("sim role: the spreads must be >= 0 and garbage_rate in [0, 1]")
+
+    def digest(self) -> str:
+        knobs = repr(sorted(dataclasses.asdict(self).items()))
+        return hashlib.blake2b(knobs.encode(), digest_size=4).hexdigest()
+
+
+class _SimRole:
+    """What both role stand-ins share: the policy simulator's items and latent difficulties."""
+
+    name = "sim"
+    simulated = True
+    kind = "role"
+
+    def __init__(
+        self,
+        suite: Suite,
+        items: Sequence[Item],
+        config: SimRoleConfig = SimRoleConfig(),
+        sim: SimConfig | None = None,
+    ) -> None:
+        self.suite = suite
+        self.config = config
+        # The same latent difficulties as the policy simulator of the same seed.
+        self.policy = SimProvider(suite, items, sim or SimConfig(seed=config.seed))
+        self.model = f"sim-{self.kind}-1@{config.digest()}"
+
+    def _rng(self, request: Request) -> np.random.Generator:
+        text = request.messages[-1].content if request.messages else ""
+        return np.random.default_rng(
+            _stable_hash(self.config.seed, self.kind, request.item_id, request.sampling.seed, text)
+        )
+
+    def _reply(self, request: Request, text: str) -> Completion:
+        prompt_chars = sum(len(m.content) for m in request.messages)
+        usage = Usage(math.ceil(prompt_chars / 4), max(1, math.ceil(len(text) / 4)))
+        return Completion((text,), usage, ("stop",), model=self.model)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+class SimJudge(_SimRole):
+    """A stand-in reward model: reads the response out of the engine's rubric prompt and scores
+    it 0-10, higher when `suite.sim_is_correct` says it is right, with noise."""
+
+    kind = "judge"
+
+    async def generate(self, request: Request) -> Completion:
+        from ttc.engine.strategy import SCALE, split_rubric
+
+        item = self.policy._item(request.item_id)
+        parts = split_rubric(request.messages[-1].content) if request.messages else None
+        if parts is None:
+            raise BadRequest("sim judge: the prompt is not the engine's rubric")
+        rng = self._rng(request)
+        cfg = self.config
+        if rng.random() < cfg.garbage_rate:
+            return self._reply(request, "The response is hard to assess without more context.")
+        right = self.suite.sim_is_correct(item, parts[1])
+        mean = cfg.judge_right if right else cfg.judge_wrong
+        score = int(min(SCALE, max(0, round(float(rng.normal(mean, cfg.judge_std))))))
+        verdict = "appears correct" if score >= SCALE // 2 else "appears incorrect"
+        return self._reply(request, f"The final answer {verdict}.\nScore: {score}")
+
+
+class SimDifficulty(_SimRole):
+    """A stand-in difficulty model: a 1-10 rating that grows with the question's latent
+    difficulty, with noise."""
+
+    kind = "difficulty"
+
+    async def generate(self, request: Request) -> Completion:
+        sim = self.policy.config
+        d = self.policy.difficulty(self.policy._item(request.item_id).id)
+        rng = self._rng(request)
+        cfg = self.config
+        if rng.random() < cfg.garbage_rate:
+            return self._reply(request, "It depends on the background of the solver.")
+        z = (d - sim.difficulty_mean) / sim.difficulty_std if sim.difficulty_std else 0.0
+        rating = 5.5 + 1.5 * z + float(rng.normal(0.0, cfg.rating_std))
+        return self._reply(request, f"Difficulty: {int(min(10, max(1, round(rating))))}")

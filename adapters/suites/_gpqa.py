@@ -1,0 +1,153 @@
+"""GPQA (Diamond): graduate-level multiple-choice questions, four options, one right.
+
+The data has the public GPQA columns (`Question`, `Correct Answer`, `Incorrect Answer 1..3`, and
+optionally `Record ID`) in CSV or JSONL, optionally gzipped. The options are not shuffled in the
+data, so the loader shuffles them with a seed per question derived from (seed, id): the correct
+letter of a question depends on nothing else, in any process or Python version.
+
+An item's question is the question, a blank line, then the options as "A) ...", one per line, as
+in simple-evals; the paper's template puts it after "Question: ". Its reference is the letter.
+
+Two options with the same text make a question ambiguous when one of them is the correct answer:
+that is a DataError. Two identical *incorrect* options only make the question easier, and
+GPQA-Diamond itself has two such questions, so they are kept, as simple-evals keeps them.
+
+GPQA's authors ask that its questions never appear in plain text: nothing here prints, logs or
+quotes a question or an option, errors name the file, line and field only.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ttc.adapters.suites import _templates
+from ttc.adapters.suites._generic import choice_letter, read_records, record_text
+from ttc.adapters.suites._reasoning_gym import extract_last_boxed
+from ttc.engine import ConfigError, DataError, Demo, Item, Verdict
+
+__all__ = ["LETTERS", "OPTION_FIELDS", "GPQASuite"]
+
+LETTERS = "ABCD"
+OPTION_FIELDS: tuple[str, ...] = (
+    "Correct Answer",
+    "Incorrect Answer 1",
+    "Incorrect Answer 2",
+    "Incorrect Answer 3",
+)
+"""The option columns; an item's `meta["order"]` lists them in the order of A, B, C, D."""
+
+_ID_FIELD = "Record ID"
+_LEADS = ("The final answer is", "Therefore, the answer is", "So the correct option is")
+
+
+def _option_order(seed: int, item_id: str) -> tuple[str, ...]:
+    """The option columns shuffled by a generator seeded with (seed, id)."""
+    rng = random.Random(f"{seed}/{item_id}")  # str seeds hash with SHA-512: stable everywhere
+    order = list(OPTION_FIELDS)
+    # Fisher-Yates on rng.random(), whose stream Python guarantees; shuffle()'s is not.
+    for i in range(len(order) - 1, 0, -1):
+        j = int(rng.random() * (i + 1))
+        order[i], order[j] = order[j], order[i]
+    return tuple(order)
+
+
+class GPQASuite:
+    """GPQA from a CSV or JSONL(.gz) file, options shuffled per question by `seed`."""
+
+    name = "gpqa"
+    sim_prose: bool = True
+
+    def __init__(self, path: str | Path, seed: int = 0) -> None:
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise ConfigError(f"seed: must be an integer, got {seed!r}")
+        self.path = Path(path)
+        self.seed = seed
+        self._items: list[Item] | None = self._load()
+
+    # Workers only judge: they get the path and the seed, never the questions.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": str(self.path), "seed": self.seed}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.path = Path(state["path"])
+        self.seed = state["seed"]
+        self._items = None
+
+    def _load(self) -> list[Item]:
+        items: list[Item] = []
+        first_line: dict[str, int] = {}
+        for line, record in read_records(self.path):
+            question = record_text(self.path, line, record, "Question")
+            texts = {f: record_text(self.path, line, record, f) for f in OPTION_FIELDS}
+            for field in OPTION_FIELDS[1:]:
+                if texts[field] == texts[OPTION_FIELDS[0]]:
+                    raise DataError(
+                        f"{self.path}:{line}: field {field!r}: the same text as "
+                        f"{OPTION_FIELDS[0]!r}"
+                    )
+            item_id = f"gpqa-{line}"
+            if _ID_FIELD in record:
+                item_id = record_text(self.path, line, record, _ID_FIELD)
+            if item_id in first_line:
+                raise DataError(
+                    f"{self.path}:{line}: field {_ID_FIELD!r}: duplicate id {item_id!r} "
+                    f"(first on line {first_line[item_id]})"
+                )
+            first_line[item_id] = line
+            order = _option_order(self.seed, item_id)
+            letter = LETTERS[order.index(OPTION_FIELDS[0])]
+            options = "\n".join(f"{x}) {texts[f]}" for x, f in zip(LETTERS, order, strict=True))
+            items.append(
+                Item(
+                    item_id, f"{question}\n\n{options}", letter, {"letter": letter, "order": order}
+                )
+            )
+        if not items:
+            raise DataError(f"{self.path}: no records")
+        return items
+
+    def items(self) -> list[Item]:
+        """Every question, in file order."""
+        if self._items is None:
+            self._items = self._load()
+        return list(self._items)
+
+    def prepare(self) -> None:
+        """Nothing to build: the verifier is a pattern match."""
+
+    def warmup_prompt(self, item: Item) -> str:
+        """The paper's GPQA warm-up prompt."""
+        return _templates.warmup_prompt(self.name, item.question)
+
+    def adaptive_prompt(self, item: Item, demos: Sequence[Demo]) -> str:
+        """The paper's GPQA adaptive prompt, with the demos in order."""
+        return _templates.adaptive_prompt(
+            self.name, item.question, [(d.question, d.response) for d in demos]
+        )
+
+    def judge(self, item: Item, response: str) -> Verdict:
+        """1.0 iff the last `\\boxed{}` holds exactly the reference letter (see `choice_letter`)."""
+        answer = extract_last_boxed(response)
+        if answer is None:
+            return Verdict(0.0, None, "no \\boxed{} answer")
+        letter = choice_letter(answer, LETTERS)
+        if letter is None:
+            return Verdict(0.0, answer, "the boxed answer is not a single letter A-D")
+        return Verdict(float(letter == item.reference), letter)
+
+    def sim_response(self, item: Item, correct: bool, seed: int) -> str:
+        """The final-answer sentence: the reference letter if `correct`, else another letter."""
+        rng = random.Random(f"{item.id}\x1f{seed}")
+        lead = rng.choice(_LEADS)
+        letter = item.reference
+        if not correct:
+            letter = rng.choice([x for x in LETTERS if x != item.reference])
+        return f"{lead} \\boxed{{{letter}}}"
+
+    def sim_is_correct(self, item: Item, response: str) -> bool:
+        """Whether the last boxed answer is the reference letter."""
+        answer = extract_last_boxed(response)
+        return answer is not None and choice_letter(answer, LETTERS) == item.reference

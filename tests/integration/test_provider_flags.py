@@ -1,0 +1,80 @@
+"""`--provider`, `--model`, `--base-url`, `--api-key-env` and the role models, as typed."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+from fakes import FakeSuite, items
+
+from ttc.adapters import GeminiProvider, OpenAIProvider
+from ttc.engine._errors import ConfigError
+from ttc.engine._types import Provider
+from ttc.engine.cli._commands import role_provider_from
+from ttc.engine.cli._main import build_parser, main
+
+
+def run_args(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["run", *argv])
+
+
+def test_a_real_provider_needs_a_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", "--provider", "openai", "--out", str(tmp_path / "r"), "--limit", "2"])
+    assert code == 2
+    assert "--model: required with --provider openai" in capsys.readouterr().err
+
+
+def test_the_openai_api_needs_a_key_named_in_the_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("MY_KEY", raising=False)
+    argv = ["run", "--provider", "openai", "--model", "gpt-4.1-mini", "--api-key-env", "MY_KEY"]
+    code = main([*argv, "--out", str(tmp_path / "r"), "--limit", "2", "--no-cache"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "MY_KEY" in err
+    assert not (tmp_path / "r" / "journal.jsonl").exists()  # refused before anything was sent
+
+
+@pytest.mark.parametrize(
+    ("flags", "kind", "base_url"),
+    [
+        # The same kind as the run's provider: the run's server and key variable.
+        (["--provider", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"],
+         OpenAIProvider, "http://127.0.0.1:9/v1"),
+        # Another kind: the vendor's own API.
+        (["--provider", "sim"], OpenAIProvider, "https://api.openai.com/v1"),
+    ],
+)  # fmt: skip
+def test_role_models_name_a_provider_and_a_model(
+    flags: list[str],
+    kind: type[Provider],
+    base_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    args = run_args(*flags, "--judge-model", "openai:gpt-4.1")
+    suite = FakeSuite(pool=items(3))
+    judge = role_provider_from(args, "judge", suite, suite.items())
+    assert isinstance(judge, kind)
+    assert isinstance(judge, OpenAIProvider)
+    assert (judge.model, judge.base_url) == ("gpt-4.1", base_url)
+
+
+def test_a_gemini_role_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEMINI_API_KEY", "g-test")
+    args = run_args("--difficulty-model", "gemini:gemini-2.5-flash")
+    suite = FakeSuite(pool=items(3))
+    rater = role_provider_from(args, "difficulty", suite, suite.items())
+    assert isinstance(rater, GeminiProvider)
+    assert rater.model == "gemini-2.5-flash"
+
+
+@pytest.mark.parametrize("value", ["gpt-4.1", "openai:", "anthropic:claude"])
+def test_a_bad_role_model_is_a_one_line_error(value: str) -> None:
+    args = run_args("--judge-model", value)
+    suite = FakeSuite(pool=items(3))
+    with pytest.raises(ConfigError, match="--judge-model: expected sim, openai:MODEL"):
+        role_provider_from(args, "judge", suite, suite.items())

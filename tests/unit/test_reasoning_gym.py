@@ -1,0 +1,143 @@
+"""The Reasoning Gym suite: generation, answer extraction, judging, and the simulator's answers."""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+
+import pytest
+
+from ttc.adapters.suites._reasoning_gym import DEFAULT_TASKS, ReasoningGymSuite, extract_last_boxed
+from ttc.engine._errors import ConfigError
+from ttc.engine._types import Demo, Item, Suite, Verdict
+
+
+@pytest.fixture(scope="module")
+def suite() -> ReasoningGymSuite:
+    return ReasoningGymSuite()
+
+
+@pytest.fixture(scope="module")
+def items(suite: ReasoningGymSuite) -> list[Item]:
+    return suite.items()
+
+
+def test_four_hundred_items_balanced_and_interleaved(
+    suite: ReasoningGymSuite, items: list[Item]
+) -> None:
+    assert isinstance(suite, Suite)
+    assert len(items) == 400
+    assert Counter(item.meta["task"] for item in items) == dict.fromkeys(DEFAULT_TASKS, 100)
+    assert [item.id for item in items[:5]] == [
+        "decimal_arithmetic/0",
+        "advanced_geometry/0",
+        "binary_alternation/0",
+        "letter_counting/0",
+        "decimal_arithmetic/1",
+    ]
+    assert items[-1].id == "letter_counting/99"
+    assert len({item.id for item in items}) == 400
+    for item in items:
+        assert item.question == item.meta["entry"]["question"]
+        assert item.reference == item.meta["entry"]["answer"]
+
+
+def test_generation_is_deterministic_across_instances(items: list[Item]) -> None:
+    again = ReasoningGymSuite().items()
+    assert [(i.id, i.question, i.reference) for i in again] == [
+        (i.id, i.question, i.reference) for i in items
+    ]
+
+
+def test_small_suite_and_bad_settings() -> None:
+    small = ReasoningGymSuite(per_task=2, tasks=["letter_counting", "decimal_arithmetic"])
+    assert [i.id for i in small.items()] == [
+        "letter_counting/0",
+        "decimal_arithmetic/0",
+        "letter_counting/1",
+        "decimal_arithmetic/1",
+    ]
+    with pytest.raises(ConfigError, match="per_task"):
+        ReasoningGymSuite(per_task=0)
+    with pytest.raises(ConfigError, match="tasks"):
+        ReasoningGymSuite(tasks=["no_such_task"])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The answer is \\boxed{42}.", "42"),
+        ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
+        ("first \\boxed{1}, then \\boxed{ {a}{b} } and finally \\boxed{3}", "3"),
+        ("nested \\boxed{x^{2^{3}}} end", "x^{2^{3}}"),
+        ("no box here", None),
+        ("unclosed \\boxed{12", None),
+        ("\\boxed{}", ""),
+        ("\\boxed {(1.5, -2.25)}", "(1.5, -2.25)"),
+        ("\\boxed{7} and a bare \\boxed 5 at the end", "7"),
+    ],
+)
+def test_extract_last_boxed(text: str, expected: str | None) -> None:
+    assert extract_last_boxed(text) == expected
+
+
+def test_judge_reference_and_garbage(suite: ReasoningGymSuite, items: list[Item]) -> None:
+    for item in items:
+        verdict = suite.judge(item, f"Reasoning...\n\\boxed{{{item.reference}}}")
+        assert verdict == Verdict(1.0, item.reference)
+        assert suite.judge(item, "\\boxed{garbage}").score < 1.0
+    assert suite.judge(items[0], "no answer") == Verdict(0.0, None, "no \\boxed{} answer")
+
+
+def test_sim_responses_score_as_decided(suite: ReasoningGymSuite, items: list[Item]) -> None:
+    for item in items:
+        right = suite.sim_response(item, True, 0)
+        assert right.endswith(f"\\boxed{{{item.reference}}}")
+        assert suite.judge(item, right).score == 1.0
+        assert suite.sim_is_correct(item, right)
+        for seed in range(6):
+            wrong = suite.sim_response(item, False, seed)
+            assert wrong == suite.sim_response(item, False, seed)
+            assert suite.judge(item, wrong).score < 1.0, (item.id, wrong)
+            assert not suite.sim_is_correct(item, wrong)
+
+
+def test_wrong_answers_keep_the_reference_format(suite: ReasoningGymSuite) -> None:
+    for item in suite.items()[:40]:
+        wrong = extract_last_boxed(suite.sim_response(item, False, 1))
+        assert wrong is not None
+        if item.reference.endswith("°"):
+            assert wrong.endswith("°")
+        if item.reference.startswith("("):
+            assert wrong.startswith("(")
+            assert wrong.count(",") == 1
+
+
+def test_prompts_use_the_papers_templates(suite: ReasoningGymSuite, items: list[Item]) -> None:
+    item = items[3]
+    assert suite.warmup_prompt(item) == (
+        f"Put the final answer within \\boxed{{}}.\nProblem:\n{item.question}\n\nSolution:"
+    )
+    demo = Demo(items[7].id, items[7].question, "so \\boxed{3}")
+    prompt = suite.adaptive_prompt(item, [demo])
+    assert prompt.startswith(
+        f"Example 1\nProblem:\n{items[7].question}\n\nSolution:\nso \\boxed{{3}}"
+    )
+    assert prompt.endswith(f"Problem:\n{item.question}\n\nSolution:")
+
+
+def test_pickle_round_trip_then_judge(suite: ReasoningGymSuite, items: list[Item]) -> None:
+    clone = pickle.loads(pickle.dumps(suite))
+    for item in items[:8]:
+        assert clone.judge(item, f"\\boxed{{{item.reference}}}").score == 1.0
+        assert clone.judge(item, suite.sim_response(item, False, 3)).score < 1.0
+
+
+def test_judge_in_a_spawned_worker(suite: ReasoningGymSuite, items: list[Item]) -> None:
+    responses = [f"\\boxed{{{item.reference}}}" for item in items[:4]]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        verdicts = list(pool.map(suite.judge, items[:4], responses))
+    assert [v.score for v in verdicts] == [1.0] * 4

@@ -1,0 +1,698 @@
+"""The sandbox: hostile programs end in a failed run within their limits and harm nothing."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ttc.adapters.sandbox import _sandbox
+from ttc.adapters.sandbox._sandbox import SandboxResult, protections, run_python
+
+GUARD = pytest.mark.parametrize("audit_guard", [True, False], ids=["guard", "os-only"])
+
+
+def run(code: str, stdin: str = "", *, timeout_s: float = 5.0, **kwargs: Any) -> SandboxResult:
+    return run_python(code, stdin, timeout_s=timeout_s, **kwargs)
+
+
+def live_members(pgid: int) -> list[int]:
+    """Processes (zombies aside) whose process group is `pgid`."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        state, _ppid, pgrp = stat[stat.rfind(")") + 2 :].split()[:3]
+        if int(pgrp) == pgid and state != "Z":
+            members.append(int(entry))
+    return members
+
+
+def wait_until_gone(pgid: int, within_s: float = 3.0) -> list[int]:
+    deadline = time.monotonic() + within_s
+    while (members := live_members(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return members
+
+
+def processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline:
+                found.append(int(entry))
+    return found
+
+
+@pytest.fixture
+def server() -> Iterator[socket.socket]:
+    """A listening TCP socket on 127.0.0.1; a test checks that nobody connected."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.setblocking(False)
+    yield srv
+    srv.close()
+
+
+def assert_no_connection(srv: socket.socket) -> None:
+    try:
+        conn, _ = srv.accept()
+    except BlockingIOError:
+        return
+    conn.close()
+    pytest.fail("the sandboxed program reached the test server")
+
+
+def test_normal_program_passes() -> None:
+    result = run("import sys\nprint(sys.stdin.read()[::-1].strip())", "olleh\n")
+    assert result.ok
+    assert result.stdout == "hello\n"
+    assert result.stderr == ""
+    assert (result.timed_out, result.killed_reason) == (False, None)
+    assert result.wall_s < 5
+
+
+def test_ordinary_competitive_idioms_work_under_the_guard() -> None:
+    deep = (
+        "import sys, threading\n"
+        "sys.setrecursionlimit(10**6)\n"
+        "threading.stack_size(2**26)\n"
+        "def depth(n):\n"
+        "    return 0 if n == 0 else 1 + depth(n - 1)\n"
+        "t = threading.Thread(target=lambda: print(depth(50000)))\n"
+        "t.start(); t.join()\n"
+        "print(sum(map(int, open(0).read().split())))\n"
+        "import tempfile\n"
+        "with tempfile.TemporaryFile('w+') as f:\n"
+        "    f.write('ok'); f.seek(0); print(f.read())\n"
+        "print(len(str(10**5000)))\n"
+        "exit(0)\n"
+    )
+    result = run(deep, "1 2 3\n")
+    assert result.ok, result.stderr
+    assert result.stdout.split() == ["50000", "6", "ok", "5001"]
+
+
+def test_prelude_runs_first_in_the_same_namespace() -> None:
+    result = run("print(X + 1)", prelude="X = 41\n")
+    assert result.ok, result.stderr
+    assert result.stdout == "42\n"
+
+
+def test_large_stdin_and_exit_status() -> None:
+    big = "7\n" * 1_000_000
+    result = run("import sys\nprint(len(sys.stdin.buffer.read()))\nsys.exit(3)", big)
+    assert result.stdout == f"{len(big)}\n"
+    assert result.returncode == 3
+    assert result.killed_reason is None
+    assert not result.ok
+
+
+def test_scratch_directory_is_fresh_and_removed() -> None:
+    code = "import os\nopen('made.txt', 'w').write('x')\nprint(os.getcwd())\nprint(os.listdir('.'))"
+    first, second = run(code), run(code)
+    assert first.ok, first.stderr
+    cwd = first.stdout.splitlines()[0]
+    assert cwd != second.stdout.splitlines()[0]
+    assert "made.txt" in first.stdout
+    assert not os.path.exists(cwd)
+    assert not os.path.exists(os.path.dirname(cwd))
+
+
+def test_other_sandboxes_cannot_find_the_scratch_directory() -> None:
+    if not protections()["uid_dropped"]:
+        pytest.skip("sandboxes run as the calling user here: nothing separates them")
+    result = run("import os\nos.listdir(os.path.dirname(os.getcwd()))", audit_guard=False)
+    assert "PermissionError" in result.stderr
+
+
+@GUARD
+def test_secrets_in_the_environment_are_invisible(
+    monkeypatch: pytest.MonkeyPatch, audit_guard: bool
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    code = (
+        "import os\n"
+        "print(dict(os.environ))\n"
+        "for pid in {os.getppid(), 1}:\n"
+        "    try:\n"
+        "        print(open(f'/proc/{pid}/environ', 'rb').read())\n"
+        "    except Exception as exc:\n"
+        "        print('refused', type(exc).__name__)\n"
+    )
+    result = run(code, audit_guard=audit_guard)
+    assert result.returncode == 0, result.stderr
+    assert "PATH" in result.stdout
+    assert "sk-test-secret" not in result.stdout + result.stderr
+    assert "OPENAI_API_KEY" not in result.stdout + result.stderr
+
+
+def test_infinite_loop_times_out_within_its_limit() -> None:
+    started = time.monotonic()
+    # CPU limit above the wall limit, so the wall clock is what ends it (not a race of the two).
+    result = run("while True:\n    pass", timeout_s=1.0, cpu_s=5.0)
+    elapsed = time.monotonic() - started
+    assert result.timed_out
+    assert result.killed_reason == "timeout"
+    assert not result.ok
+    assert elapsed < 1.0 + 2.0
+    assert wait_until_gone(result.pid) == []
+
+
+def test_cpu_limit_kills_before_the_wall_clock() -> None:
+    started = time.monotonic()
+    result = run("while True:\n    pass", timeout_s=10.0, cpu_s=1.0)
+    assert result.killed_reason == "cpu"
+    assert not result.timed_out
+    assert time.monotonic() - started < 1.0 + 2.0
+
+
+@GUARD
+def test_fork_bomb_is_bounded_and_leaves_no_process(audit_guard: bool) -> None:
+    # It swallows the failures of fork (EAGAIN at RLIMIT_NPROC, or the guard's refusal) and
+    # spins until the deadline.
+    bomb = (
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    )
+    started = time.monotonic()
+    result = run(bomb, timeout_s=2.0, cpu_s=10.0, audit_guard=audit_guard)
+    assert time.monotonic() - started < 2.0 + 2.0
+    assert result.killed_reason == "timeout"
+    assert wait_until_gone(result.pid) == []
+
+
+def test_guard_refuses_fork_outright() -> None:
+    result = run("import os\nwhile True:\n    os.fork()\n")
+    assert result.returncode == 1
+    assert "os.fork is not allowed" in result.stderr
+    assert wait_until_gone(result.pid) == []
+
+
+def test_processes_that_leave_the_group_die_with_the_program() -> None:
+    if "pid" not in protections()["namespaces"]:
+        pytest.skip("no PID namespace here: a setsid escapee is only stopped by the guard")
+    marker = f"ttc-escapee-{os.getpid()}-{time.monotonic_ns()}"
+    code = (
+        "import os, sys\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    os.execv(sys.executable,\n"
+        f"             [sys.executable, '-c', 'import time; time.sleep(60)', {marker!r}])\n"
+        "print('parent leaves')\n"
+    )
+    result = run(code, audit_guard=False)
+    assert result.stdout == "parent leaves\n"
+    deadline = time.monotonic() + 3
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_with(marker) == []
+
+
+@pytest.mark.parametrize(
+    "hog",
+    ["x = bytearray(8 * 1024**3)", "chunks = []\nwhile True:\n    chunks.append(bytearray(10**7))"],
+    ids=["at-once", "gradual"],
+)
+def test_memory_hog_is_stopped(hog: str) -> None:
+    started = time.monotonic()
+    result = run(hog, memory_mb=256, timeout_s=10.0)
+    assert result.killed_reason == "memory", result
+    assert not result.ok
+    assert time.monotonic() - started < 10.0
+    assert bytearray(10**6)  # and this process is fine
+
+
+@GUARD
+def test_writes_outside_the_scratch_directory_fail(tmp_path: Path, audit_guard: bool) -> None:
+    target = tmp_path / "escaped.txt"
+    code = (
+        "import os\n"
+        f"target = {str(target)!r}\n"
+        "for attempt in (lambda: open(target, 'w').write('x'),\n"
+        "                lambda: os.close(os.open(target, os.O_WRONLY | os.O_CREAT)),\n"
+        "                lambda: os.symlink('/etc/passwd', target)):\n"
+        "    try:\n"
+        "        attempt()\n"
+        "        print('wrote')\n"
+        "    except OSError as exc:\n"
+        "        print('refused', exc)\n"
+    )
+    result = run(code, audit_guard=audit_guard)
+    assert result.returncode == 0, result.stderr
+    assert "wrote" not in result.stdout
+    assert not target.exists()
+    assert not target.is_symlink()
+    if audit_guard:
+        assert "not allowed" in result.stdout
+
+
+@GUARD
+def test_network_connections_never_arrive(server: socket.socket, audit_guard: bool) -> None:
+    if not audit_guard and "net" not in protections()["namespaces"]:
+        pytest.skip("no network namespace here: only the audit guard blocks the network")
+    port = server.getsockname()[1]
+    code = (
+        "import socket\n"
+        "try:\n"
+        f"    socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n"
+        "    print('connected')\n"
+        "except OSError as exc:\n"
+        "    print('refused', exc)\n"
+    )
+    result = run(code, audit_guard=audit_guard)
+    assert result.returncode == 0, result.stderr
+    assert "connected" not in result.stdout
+    assert "refused" in result.stdout
+    assert_no_connection(server)
+
+
+def test_subprocess_and_ctypes_are_refused() -> None:
+    for code in (
+        "import subprocess\nsubprocess.run(['id'])",
+        "import os\nos.system('id')",
+        "import ctypes",
+    ):
+        result = run(code)
+        assert result.returncode != 0
+        assert "not allowed" in result.stderr
+
+
+def test_output_is_capped() -> None:
+    started = time.monotonic()
+    result = run("while True:\n    print('x' * 1000)", max_output_bytes=100_000, timeout_s=5.0)
+    assert result.killed_reason == "output"
+    assert result.stdout_truncated
+    assert len(result.stdout) == 100_000
+    assert time.monotonic() - started < 5.0
+
+
+def test_protections_report_this_machine() -> None:
+    report = protections()
+    assert report["audit_guard"]
+    assert report["fresh_env"]
+    assert report["isolated_python"]
+    assert set(report["rlimits"]) == {"CPU", "AS", "NPROC", "FSIZE", "NOFILE", "CORE"}
+    assert report["uid_dropped"] == (report["uid"] != os.geteuid())
+    if "mount" in report["namespaces"]:
+        assert {"/tmp", "/dev/shm", os.path.realpath(_sandbox._PROJECT)} <= set(report["hidden"])
+    if os.geteuid() == 0:
+        assert report["uid"] == 65534
+        assert report["nproc_enforced"]
+    result = run("import os\nprint(os.getuid(), os.getgid(), os.getgroups())")
+    assert result.ok, result.stderr
+    if os.geteuid() == 0:
+        assert result.stdout.split() == ["65534", "65534", "[]"]
+
+
+def test_without_unshare_the_guard_and_uid_drop_still_hold(
+    monkeypatch: pytest.MonkeyPatch, server: socket.socket, tmp_path: Path
+) -> None:
+    setup = _sandbox._make_setup(allow_unshare=False)
+    assert setup.wrapper == ()
+    assert setup.namespaces == ()
+    monkeypatch.setattr(_sandbox, "_setup", lambda: setup)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    port = server.getsockname()[1]
+    target = tmp_path / "escaped.txt"
+    code = (
+        "import os, socket\n"
+        "print(os.getuid(), 'sk-' in str(os.environ))\n"
+        f"for attempt in (lambda: socket.create_connection(('127.0.0.1', {port}), timeout=2),\n"
+        f"                lambda: open({str(target)!r}, 'w'), lambda: os.fork()):\n"
+        "    try:\n"
+        "        attempt()\n"
+        "        print('allowed')\n"
+        "    except OSError as exc:\n"
+        "        print('refused', exc)\n"
+    )
+    result = run(code)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"{setup.uid} False"
+    assert [line.split()[0] for line in lines[1:]] == ["refused"] * 3
+    assert_no_connection(server)
+    assert not target.exists()
+    looping = run("while True:\n    pass", timeout_s=1.0, cpu_s=5.0)
+    assert looping.killed_reason == "timeout"
+    assert wait_until_gone(looping.pid) == []
+
+
+# Findings of the review: each test below failed before its fix.
+
+
+@pytest.fixture
+def host_tmp() -> Iterator[Path]:
+    """A world-readable directory in the host's /tmp (pytest's own tmp_path is private)."""
+    path = Path(tempfile.mkdtemp(prefix="ttc-test-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_subinterpreters_cannot_shed_the_guard(host_tmp: Path, server: socket.socket) -> None:
+    # Audit hooks belong to one interpreter: a subinterpreter would run without the guard.
+    target = host_tmp / "from-subinterpreter"
+    port = server.getsockname()[1]
+    inner = (
+        f"open({str(target)!r}, 'w').write('x')\n"
+        f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+        "print('escaped')\n"
+    )
+    code = f"import _xxsubinterpreters as I\nI.run_string(I.create(isolated=False), {inner!r})\n"
+    result = run(code)
+    assert "importing _xxsubinterpreters is not allowed" in result.stderr
+    assert "escaped" not in result.stdout
+    assert not target.exists()
+    assert_no_connection(server)
+    for name in ("_xxsubinterpreters", "_interpreters", "_xxinterpchannels", "_interpqueues"):
+        assert name in _sandbox._DENY_IMPORTS
+
+
+@pytest.mark.parametrize("variant", ["default", "no-namespaces"])
+def test_guard_normalises_proc_and_dir_fd_paths(
+    monkeypatch: pytest.MonkeyPatch, variant: str
+) -> None:
+    if variant == "no-namespaces":
+        setup = _sandbox._make_setup(allow_unshare=False)
+        monkeypatch.setattr(_sandbox, "_setup", lambda: setup)
+    name = f"ttc-test-{secrets.token_hex(8)}"
+    code = (
+        "import os\n"
+        "def environ():\n"
+        "    return open(f'/proc/self/../{os.getppid()}/environ', 'rb').read()\n"
+        "def via_root():\n"
+        "    fd = os.open('/proc/self/root/tmp', os.O_RDONLY)\n"
+        f"    os.open({name!r}, os.O_WRONLY | os.O_CREAT, 0o666, dir_fd=fd)\n"
+        "def via_cwd():\n"
+        "    fd = os.open('/proc/self/cwd/..', os.O_RDONLY)\n"
+        "for attempt in (environ, via_root, via_cwd):\n"
+        "    try:\n"
+        "        attempt()\n"
+        "        print('allowed')\n"
+        "    except OSError as exc:\n"
+        "        print('refused', exc)\n"
+    )
+    result = run(code)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3
+    assert all(line.startswith("refused") and "not allowed" in line for line in lines), lines
+    assert "/environ is not allowed" in lines[0]
+    assert "opening the directory /tmp is not allowed" in lines[1]
+    assert not os.path.lexists(f"/tmp/{name}")
+
+
+def test_other_ways_of_writing_are_refused(host_tmp: Path) -> None:
+    host_tmp.chmod(0o777)
+    attempts = {
+        "sqlite": f"import sqlite3\nsqlite3.connect({str(host_tmp / 'db')!r}).execute('select 1')",
+        "fifo": f"import os\nos.mkfifo({str(host_tmp / 'fifo')!r})",
+        "node": f"import os, stat\nos.mknod({str(host_tmp / 'node')!r}, stat.S_IFIFO | 0o666)",
+        "shm": "import _posixshmem, os\n_posixshmem.shm_open('/ttc-test-shm', os.O_CREAT | 2)",
+        "link": f"import os\nos.link('/etc/hostname', {str(host_tmp / 'link')!r})",
+        "subdirectory": "import os\nos.chdir('..')\nopen('x', 'w')",
+    }
+    for name, code in attempts.items():
+        result = run(code)
+        assert result.returncode == 1, (name, result)
+        assert "not allowed" in result.stderr, (name, result.stderr)
+    assert list(host_tmp.iterdir()) == []
+    assert not Path("/dev/shm/ttc-test-shm").exists()
+
+
+def test_the_guards_state_is_out_of_reach() -> None:
+    # The reviewer's trick: the traceback of a refusal leads to the hook's frame, whose locals
+    # were the guard's mutable state.
+    marker = f"/tmp/ttc-test-link-{secrets.token_hex(8)}"
+    code = (
+        "import os, sys\n"
+        "try:\n"
+        "    open('/tmp/x_never', 'w')\n"
+        "except PermissionError as e:\n"
+        "    tb = e.__traceback__\n"
+        "    while tb.tb_next:\n"
+        "        tb = tb.tb_next\n"
+        "    loc = tb.tb_frame.f_locals\n"
+        "    loc['_paths'].clear()\n"
+        "    loc['_budget'][0] = 10**9\n"
+        f"os.symlink('/etc/passwd', {marker!r})\n"
+        "print('linked')\n"
+    )
+    result = run(code)
+    assert "linked" not in result.stdout
+    assert "reading the guard's frame is not allowed" in result.stderr
+    assert not os.path.lexists(marker)
+    # A path object's __fspath__ may run inside the hook: what it finds there is immutable.
+    sneaky = (
+        "import os, shutil, sys\n"
+        "class P:\n"
+        "    def __fspath__(self):\n"
+        "        hook = sys._getframe(1)\n"
+        "        if hook.f_code.co_name == 'hook':\n"
+        "            values = hook.f_locals.values()\n"
+        "            mutable = (list, dict, set, bytearray)\n"
+        "            print('mutable:', sorted({type(v).__name__ for v in values\n"
+        "                                     if isinstance(v, mutable)}))\n"
+        "        return 'inside'\n"
+        "os.mkdir('inside')\n"
+        "shutil.rmtree(P())\n"
+    )
+    result = run(sneaky)
+    assert result.ok, result.stderr
+    assert result.stdout == "mutable: []\n"
+
+
+@GUARD
+def test_private_directories_are_hidden(host_tmp: Path, audit_guard: bool) -> None:
+    if "mount" not in protections()["namespaces"]:
+        pytest.skip("no mount namespace here: only file permissions protect these")
+    secret = host_tmp / "secret.txt"
+    secret.write_text("sk-world-readable\n")
+    secret.chmod(0o644)
+    shm = Path(f"/dev/shm/ttc-test-{secrets.token_hex(8)}")
+    shm.write_text("sk-in-shm\n")
+    shm.chmod(0o644)
+    project = os.path.realpath(_sandbox._PROJECT)
+    # The interpreter's own tree stays visible (read-only) when it lies in a hidden directory.
+    python = protections()["python"]
+    code = (
+        "import os\n"
+        f"for path in ({str(secret)!r}, {str(shm)!r}):\n"
+        "    try:\n"
+        "        print(open(path).read().strip())\n"
+        "    except OSError as exc:\n"
+        "        print('refused', type(exc).__name__)\n"
+        f"for top in ('/home', '/root', '/dev/shm', {project!r}):\n"
+        f"    tree = {python!r}.split('/')[2] if {python!r}.startswith(top + '/') else None\n"
+        # A project that lies inside another hidden directory (a clone under /tmp, say) is not
+        # there at all; elsewhere it is an empty cover. Either way nothing of it shows.
+        "    shown = os.listdir(top) if os.path.isdir(top) else []\n"
+        "    print(top, [name for name in shown if name != tree])\n"
+        "print(sorted(os.listdir('/tmp')) == [os.path.basename(os.path.dirname(os.getcwd()))])\n"
+        "open('still-writable.txt', 'w').write('ok')\n"
+    )
+    try:
+        result = run(code, audit_guard=audit_guard)
+    finally:
+        shm.unlink()
+    assert result.returncode == 0, result.stderr
+    assert "sk-" not in result.stdout
+    lines = result.stdout.splitlines()
+    assert lines[:2] == ["refused FileNotFoundError"] * 2
+    assert lines[2:6] == [f"{top} []" for top in ("/home", "/root", "/dev/shm", project)]
+    assert lines[6] == "True"
+
+
+def test_callers_can_hide_more(monkeypatch: pytest.MonkeyPatch, host_tmp: Path) -> None:
+    if "mount" not in protections()["namespaces"]:
+        pytest.skip("no mount namespace here")
+    answers = host_tmp / "answers.txt"
+    answers.write_text("42\n")
+    answers.chmod(0o644)
+    # /tmp visible, so that only `hide` hides the directory
+    monkeypatch.setattr(_sandbox, "_HIDDEN", tuple(d for d in _sandbox._HIDDEN if d != "/tmp"))
+    code = f"print(open({str(answers)!r}).read().strip())"
+    assert run(code).stdout == "42\n"
+    hidden = run(code, hide=[str(host_tmp)])
+    assert "FileNotFoundError" in hidden.stderr
+
+
+def _run_as(uid: int, script: str, timeout_s: float = 120.0) -> dict[str, Any]:
+    """Runs `script` (which prints one JSON line last) as `uid`, with this sandbox module."""
+    python = "/usr/bin/python3"
+    if os.geteuid() != 0 or shutil.which("setpriv") is None or not os.access(python, os.X_OK):
+        pytest.skip("needs root, setpriv and /usr/bin/python3 to act as another user")
+    version = subprocess.run(
+        [python, "-c", "import sys; print(sys.version_info >= (3, 10))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if version.stdout.strip() != "True":
+        pytest.skip("/usr/bin/python3 is older than 3.10")
+    prologue = (
+        "import importlib.util, json, sys\n"
+        f"spec = importlib.util.spec_from_file_location('sb', {_sandbox.__file__!r})\n"
+        "S = importlib.util.module_from_spec(spec)\n"
+        "sys.modules['sb'] = S\n"
+        "spec.loader.exec_module(S)\n"
+    )
+    done = subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            python,
+            "-c",
+            prologue + script,
+        ],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin", "TMPDIR": "/tmp", "LANG": "C.UTF-8"},
+        timeout=timeout_s,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return report
+
+
+OTHER_UID = 54321  # no user of this machine: act as an unprivileged user of our own
+
+
+def test_an_unprivileged_users_files_are_hidden_from_its_programs(host_tmp: Path) -> None:
+    home = host_tmp / "home"
+    home.mkdir(mode=0o700)
+    (home / ".env").write_text("OPENAI_API_KEY=sk-user-secret\n")
+    (home / ".bashrc").write_text("export PS1=ok\n")
+    for path in (home, home / ".env", home / ".bashrc"):
+        os.chown(path, OTHER_UID, OTHER_UID)
+    program = (
+        "import json\n"
+        "out = []\n"
+        f"for action in (lambda: open({str(home / '.env')!r}).read(),\n"
+        f"               lambda: open({str(home / '.bashrc')!r}, 'a').write('evil\\n')):\n"
+        "    try:\n"
+        "        out.append(repr(action()))\n"
+        "    except OSError as exc:\n"
+        "        out.append(type(exc).__name__)\n"
+        "print(json.dumps(out))\n"
+    )
+    script = (
+        "report = S.protections()\n"
+        f"runs = [S.run_python({program!r}, '', timeout_s=10, audit_guard=guard)\n"
+        "        for guard in (True, False)]\n"
+        "print(json.dumps({'report': report, 'runs': [[r.returncode, r.stdout, r.stderr] "
+        "for r in runs]}))\n"
+    )
+    outcome = _run_as(OTHER_UID, script)
+    report = outcome["report"]
+    assert report["uid"] == OTHER_UID
+    assert report["uid_dropped"] is False
+    refusals = {"FileNotFoundError", "PermissionError"}
+    for returncode, stdout, stderr in outcome["runs"]:
+        assert returncode == 0, stderr
+        assert set(json.loads(stdout)) <= refusals, stdout
+    if "user" in report["namespaces"]:
+        assert "/tmp" in report["hidden"]
+    assert (home / ".bashrc").read_text() == "export PS1=ok\n"
+
+
+def test_nproc_leaves_room_beside_the_users_other_processes() -> None:
+    # The kernel counts all of a uid's processes against RLIMIT_NPROC: a user already running
+    # 70 of them could start no thread at all with a flat limit of 64.
+    threaded = (
+        "import threading\n"
+        "out = []\n"
+        "t = threading.Thread(target=lambda: out.append(42))\n"
+        "t.start(); t.join(); print(out[0])\n"
+    )
+    script = (
+        "import subprocess\n"
+        "sleepers = [subprocess.Popen(['sleep', '60']) for _ in range(70)]\n"
+        "try:\n"
+        "    limit = S._nproc_limit(S.os.geteuid())\n"
+        f"    result = S.run_python({threaded!r}, '', timeout_s=10)\n"
+        "finally:\n"
+        "    for p in sleepers:\n"
+        "        p.kill(); p.wait()\n"
+        "print(json.dumps({'result': [limit, result.returncode, result.stdout, result.stderr]}))\n"
+    )
+    limit, returncode, stdout, stderr = _run_as(OTHER_UID, script)["result"]
+    assert limit >= 70 + 64
+    assert (returncode, stdout) == (0, "42\n"), stderr
+
+
+def test_a_weaker_sandbox_is_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real_probe = _sandbox._probe
+
+    def probe(setup: Any) -> str | None:
+        return "refused for the test" if setup.wrapper else real_probe(setup)
+
+    monkeypatch.setattr(_sandbox, "_probe", probe)
+    with caplog.at_level(logging.WARNING, logger="ttc"):
+        setup = _sandbox._make_setup()
+    assert setup.namespaces == ()
+    warnings = [r.getMessage() for r in caplog.records if r.name == "ttc"]
+    assert len(warnings) == 1, warnings
+    assert "no namespaces" in warnings[0]
+    assert "refused for the test" in warnings[0]
+
+
+def test_deep_trees_are_removed() -> None:
+    # Not in tmp_path: should this fail, pytest's own clean-up would trip over the tree.
+    top = Path(tempfile.mkdtemp(prefix="ttc-test-deep-"))
+    try:
+        fd = os.open(top, os.O_RDONLY)
+        for _ in range(sys.getrecursionlimit() + 500):  # beyond shutil.rmtree's recursion
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        os.close(fd)
+        _sandbox._remove_tree(str(top))
+        assert not top.exists()
+    finally:
+        subprocess.run(["rm", "-rf", "--", str(top)], check=False)
+
+
+def test_guard_caps_the_directories_a_program_makes() -> None:
+    code = (
+        "import os\n"
+        "n = 0\n"
+        "try:\n"
+        "    while True:\n"
+        "        os.mkdir('d'); os.chdir('d'); n += 1\n"
+        "except OSError as exc:\n"
+        "    print(n, exc)\n"
+    )
+    started = time.monotonic()
+    result = run(code, timeout_s=10.0)
+    assert result.ok, result.stderr
+    assert result.stdout == f"{_sandbox._MAX_DIRS} sandbox: too many directories created\n"
+    assert time.monotonic() - started < 5.0
