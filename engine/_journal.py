@@ -1,6 +1,7 @@
-"""The append-only journal of a run: one orjson line per event, written through at once.
+"""The append-only journal of a run: one orjson line per typed event, written through at once.
 
-Event kinds (`ev`):
+The events are the frozen dataclasses of `_events` (one codec: `encode` / `decode`); the replay
+readers (`completed_samples`, `difficulty_ratings`) return typed records. Event kinds (`ev`):
 - `start`: a run (or a resumed run) began.
 - `sample`: one planned sample landed, written the moment it lands: its text, usage, attempts and
   the demonstrations it was shown, or its final error. Keyed by (round, item, k).
@@ -26,20 +27,41 @@ it was writing; a torn last line is cut off when the journal is reopened.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Protocol
 
 import orjson
 
 from ttc.engine._errors import DataError
+from ttc.engine._events import (
+    DifficultyRated,
+    Event,
+    Fields,
+    Judged,
+    Rated,
+    Retried,
+    RoundEnded,
+    RunStarted,
+    SampleKey,
+    SampleLanded,
+    decode_sample,
+)
+from ttc.engine._types import Verdict
 
-SampleKey = tuple[int, str, int]
+__all__ = ["Journal", "Landed", "SampleKey", "completed_samples", "decode", "read_events"]
 
 
-def read_journal(path: Path) -> Iterator[dict[str, Any]]:
-    """The events of a journal in order; a torn final line is skipped, a bad middle line is not."""
+class Encodable(Protocol):
+    """A typed event: what a journal line holds (see `_events`)."""
+
+    def encode(self) -> Fields: ...
+
+
+def _lines(path: Path) -> Iterator[tuple[int, Fields]]:
+    """(line number, object) of each line; a torn final line is skipped, a bad one is not."""
     if not path.exists():
         return
     with path.open("rb") as fh:
@@ -54,56 +76,82 @@ def read_journal(path: Path) -> Iterator[dict[str, Any]]:
             raise DataError(f"{path}:{lineno}: corrupt journal line ({exc})") from exc
         if not isinstance(event, dict) or "ev" not in event:
             raise DataError(f"{path}:{lineno}: journal line has no 'ev' field")
-        yield event
+        yield lineno, event
 
 
-_SAMPLE_FIELDS = ("round", "item", "k", "ok", "text", "usage")
+def read_journal(path: Path) -> Iterator[Fields]:
+    """The lines of a journal in order, as JSON objects (`read_events` gives them typed)."""
+    for _, fields in _lines(path):
+        yield fields
 
 
-def completed_samples(path: Path) -> dict[SampleKey, dict[str, Any]]:
-    """The samples of a journal that have a response, keyed by (round, item id, k).
+DECODERS: dict[str, Callable[[Fields], Event]] = {
+    RunStarted.KIND: RunStarted.decode,
+    SampleLanded.KIND: decode_sample,
+    Judged.KIND: Judged.decode,
+    Rated.KIND: Rated.decode,
+    DifficultyRated.KIND: DifficultyRated.decode,
+    Retried.KIND: Retried.decode,
+    RoundEnded.KIND: RoundEnded.decode,
+}
 
-    A sample's `verdict` event, when there is one, is merged into it (`score`, `answer`), and its
-    last `judge` event (answered or failed) is kept whole under `judge`.
-    """
-    done: dict[SampleKey, dict[str, Any]] = {}
-    for lineno, event in enumerate(read_journal(path), start=1):
-        kind = event["ev"]
-        if kind not in ("sample", "verdict", "judge"):
+
+def decode(fields: Fields, where: str = "journal") -> Event:
+    """The typed event of one journal line; a DataError naming `where` (file:line) if not."""
+    kind = fields.get("ev")
+    decoder = DECODERS.get(str(kind))
+    if decoder is None:
+        raise DataError(f"{where}: unknown journal event {kind!r}")
+    try:
+        return decoder(fields)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"{where}: {kind} event lacks a valid {exc}") from exc
+
+
+def read_events(path: Path, kinds: frozenset[str] | None = None) -> Iterator[Event]:
+    """The typed events of a journal in order (only those of `kinds`, when given)."""
+    for lineno, fields in _lines(path):
+        if kinds is None or fields["ev"] in kinds:
+            yield decode(fields, f"{path}:{lineno}")
+
+
+@dataclass(frozen=True, slots=True)
+class Landed:
+    """A journaled sample with a response, with what the journal says of it since: its verdict
+    (when it was judged) and its reward model's last rating (answered or failed)."""
+
+    sample: SampleLanded
+    verdict: Verdict | None = None
+    rating: Rated | None = None
+
+
+_REPLAYED = frozenset({SampleLanded.KIND, Judged.KIND, Rated.KIND})
+
+
+def completed_samples(path: Path) -> dict[SampleKey, Landed]:
+    """The samples of a journal that have a response, keyed by (round, item id, k)."""
+    done: dict[SampleKey, Landed] = {}
+    for event in read_events(path, _REPLAYED):
+        if isinstance(event, SampleLanded):
+            done[event.key] = Landed(event)
             continue
-        try:
-            key = (int(event["round"]), str(event["item"]), int(event["k"]))
-            if kind == "sample" and event["ok"]:
-                missing = [f for f in _SAMPLE_FIELDS if f not in event]
-                if missing:
-                    raise KeyError(missing[0])
-                done[key] = dict(event)
-            elif kind == "verdict" and key in done:
-                done[key].update(score=float(event["score"]), answer=event.get("answer"))
-            elif kind == "judge" and key in done:
-                if event.get("ok"):
-                    [int(u) for u in event["usage"]]  # checked here, so replay can trust it
-                done[key]["judge"] = event
-        except (KeyError, TypeError, ValueError) as exc:
-            raise DataError(f"{path}: {kind} event #{lineno} lacks a valid {exc}") from exc
+        before = done.get(event.key) if isinstance(event, Judged | Rated) else None
+        if before is None:
+            continue  # a verdict or rating of a sample that failed, or that is not kept
+        if isinstance(event, Judged):
+            verdict = Verdict(event.score, event.answer)
+            done[event.key] = Landed(before.sample, verdict, before.rating)
+        elif isinstance(event, Rated):
+            done[event.key] = Landed(before.sample, before.verdict, event)
     return done
 
 
-def difficulty_ratings(path: Path) -> dict[str, dict[str, Any]]:
+def difficulty_ratings(path: Path) -> dict[str, DifficultyRated]:
     """The `difficulty` events of a journal, answered or failed, by item id (the last of each)."""
-    found: dict[str, dict[str, Any]] = {}
-    for lineno, event in enumerate(read_journal(path), start=1):
-        if event["ev"] != "difficulty":
-            continue
-        try:
-            if event.get("ok"):
-                [int(u) for u in event["usage"]]
-                rating = event.get("rating")
-                if rating is not None:
-                    float(rating)
-            found[str(event["item"])] = event
-        except (KeyError, TypeError, ValueError) as exc:
-            raise DataError(f"{path}: difficulty event #{lineno} lacks a valid {exc}") from exc
+    found: dict[str, DifficultyRated] = {}
+    for event in read_events(path, frozenset({DifficultyRated.KIND})):
+        assert isinstance(event, DifficultyRated)
+        found[event.item] = event
     return found
 
 
@@ -130,12 +178,12 @@ class Journal:
             with self.path.open("r+b") as fh:
                 fh.truncate(keep)
 
-    def append(self, event: dict[str, Any]) -> int:
+    def append(self, event: Encodable) -> int:
         """Write one event as one line, straight to the OS; returns the line's byte offset."""
         if self._fd is None:
             raise RuntimeError("journal is not open")
         offset = self._size
-        data = orjson.dumps(event) + b"\n"
+        data = orjson.dumps(event.encode()) + b"\n"
         view = memoryview(data)
         while view:  # os.write may write less than asked (a full disk, a signal)
             view = view[os.write(self._fd, view) :]

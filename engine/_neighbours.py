@@ -8,15 +8,49 @@ not depend on the order in which its samples landed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from ttc.engine._errors import ConfigError
+from ttc.engine._lexical import LexicalEmbedder
 from ttc.engine._state import RunState
-from ttc.engine._types import FloatArray
+from ttc.engine._types import Embedder, FloatArray
 from ttc.engine.strategy._strategy import DemoPlan
-from ttc.retrieval import SolvedIndex, fixed_neighbours, similar_solved
+from ttc.retrieval import SolvedIndex, cached_embeddings, fixed_neighbours, similar_solved
+
+log = logging.getLogger("ttc")
+
+EmbedderSpec = Embedder | Callable[[], Embedder] | None
+
+
+def resolve_embedder(spec: EmbedderSpec) -> Embedder:
+    """The run's embedder: the one given, or built by the factory given (only when the method
+    needs vectors, and after the run's log is attached), or the lexical default."""
+    if isinstance(spec, str):
+        raise ConfigError(
+            f"embedder={spec!r}: the engine takes an Embedder; build one by name with "
+            f"ttc.adapters.make_embedder({spec!r})"
+        )
+    if spec is None:
+        # No model and no network: the library's default. `ttc run --embedder auto` (and
+        # ttc.adapters.make_embedder("auto")) prefer the MiniLM model.
+        log.info("no embedder given: using the lexical embedder")
+        return LexicalEmbedder()
+    return spec if isinstance(spec, Embedder) else spec()
+
+
+async def embed_questions(state: RunState, embedder: Embedder, cache: Path | None) -> FloatArray:
+    """The questions' embeddings, in a thread (cached in `cache`, the run directory's file)."""
+    ids = [item.id for item in state.items]
+    texts = [item.question for item in state.items]
+    if cache is not None:
+        return await asyncio.to_thread(cached_embeddings, cache, ids, texts, embedder)
+    return await asyncio.to_thread(embedder.embed, texts)
 
 
 class Retrieval:
@@ -55,3 +89,13 @@ class Retrieval:
                 if r >= 0 and self.state.has_demo(int(r))
             ]
         return plan
+
+
+class NoRetrieval:
+    """For interventions that need no embeddings (random demonstrations)."""
+
+    def similar_solved(self, rows: Sequence[int], p: int) -> DemoPlan:
+        raise RuntimeError("similar neighbours need embeddings")
+
+    def fixed(self, rows: Sequence[int], p: int) -> DemoPlan:
+        raise RuntimeError("fixed neighbours need embeddings")

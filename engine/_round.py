@@ -6,6 +6,8 @@ the journal holds is replayed instead of sent; one that landed but was never jud
 stopped in between) is judged now, not bought again, and a rating the journal holds is not asked
 again. Once a sample's verdict is journaled, a rating that failed stays failed (the response
 scored 0, as it was then): what a finished round decided never changes on resume.
+
+A round sees its run through a `RoundContext`: the parts it needs, not the engine.
 """
 
 from __future__ import annotations
@@ -14,20 +16,33 @@ import asyncio
 import hashlib
 import logging
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 
+from ttc.engine._budget import RunBudget
+from ttc.engine._config import RunConfig
 from ttc.engine._errors import ProviderError
-from ttc.engine._journal import Journal, SampleKey
+from ttc.engine._events import Event, Judged, Retried, SampleFailed, SampleLanded
+from ttc.engine._journal import Landed, SampleKey
+from ttc.engine._limiter import Limiter
+from ttc.engine._retry import RetryPolicy
 from ttc.engine._scheduler import Job, Outcome, Sender, run_round
 from ttc.engine._state import RoundStats, RunState, Scored
-from ttc.engine._types import Completion, Demo, Item, Message, Request, Sampling, Usage, Verdict
-from ttc.engine.strategy._judges import Noisy, RewardResult, bounded
+from ttc.engine._types import (
+    Completion,
+    Demo,
+    Item,
+    Message,
+    Provider,
+    Request,
+    Sampling,
+    Suite,
+    Usage,
+    Verdict,
+)
+from ttc.engine._verify import VerifierPool
+from ttc.engine.strategy._judges import Judgement, Noisy, RewardResult, RoleCaller, bounded
 from ttc.engine.strategy._strategy import Allotment, DemoPlan, DemoRef
-
-if TYPE_CHECKING:
-    from ttc.engine._engine import Engine
 
 log = logging.getLogger("ttc")
 
@@ -51,25 +66,76 @@ def count_into(state: RunState, stats: RoundStats) -> None:
     stats.newly_solved = stats.solved - (state.rounds[i - 1].solved if i > 0 else 0)
 
 
+class OutputMean:
+    """The running mean of output (and thinking) tokens, for the TPM estimate of a request."""
+
+    def __init__(self, prior: float = 512.0) -> None:
+        self.mean = prior
+        self.seen = 0
+
+    def expected(self) -> int:
+        """Output tokens a request is expected to produce."""
+        return int(self.mean)
+
+    def observe(self, usage: Usage) -> None:
+        """Feeds one completion's usage into the running mean."""
+        self.seen += 1
+        produced = usage.output_tokens + usage.thinking_tokens
+        self.mean += (produced - self.mean) / self.seen
+
+
+@dataclass(frozen=True, slots=True)
+class RoundContext:
+    """What a round needs of its run: the config, the send path, the judges, the budget, and
+    where its events go (the journal and the run's observer)."""
+
+    config: RunConfig
+    suite: Suite
+    judgement: Judgement
+    provider: Provider
+    limiter: Limiter
+    retry: RetryPolicy
+    verifiers: VerifierPool
+    scorer: RoleCaller | None
+    budget: RunBudget
+    outputs: OutputMean
+    emit: Callable[[Event], None]
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the run is stopping: nothing new is dispatched."""
+        return self.budget.stopped is not None
+
+
+@dataclass(frozen=True, slots=True)
+class _Replayed:
+    """A journaled sample as this round replays it: what it settles, and what is new."""
+
+    row: int
+    k: int
+    landed: Landed
+    # Judged (or rated) in this session, not read back: journaled anew.
+    fresh_verdict: bool = False
+    fresh_rating: RewardResult | None = None
+
+
 class RoundRun:
     """The jobs, callbacks and totals of round `stats.round`."""
 
     def __init__(
         self,
-        engine: Engine,
+        ctx: RoundContext,
         state: RunState,
         stats: RoundStats,
-        journal: Journal | None,
-        done: dict[SampleKey, dict[str, Any]],
+        done: dict[SampleKey, Landed],
     ) -> None:
-        self.engine = engine
+        self.ctx = ctx
         self.state = state
         self.stats = stats
         self.t = stats.round
-        self.journal = journal
         self.done = done
-        self.judgement = engine.strategy.judgement
-        self.gamma = engine.config.gamma
+        self.judgement = ctx.judgement
+        self.gamma = ctx.config.gamma
         # The demonstrations' texts as they stood when the round was planned: a question in the
         # pool may be sampled in this round too (noisy fallback), and its prompts must not
         # depend on the order in which samples land.
@@ -77,7 +143,7 @@ class RoundRun:
 
     async def run(self, allotment: Allotment, plan: DemoPlan, sampling: Sampling) -> None:
         """Replays, then sends every remaining sample of `allotment`, judging each as it lands."""
-        cfg = self.engine.config
+        cfg = self.ctx.config
         self.stats.active = len(allotment)
         self.stats.planned = sum(allotment.values())
         self._snapshot(plan)
@@ -85,10 +151,11 @@ class RoundRun:
         self.stats.replayed = len(replayed)
         self.stats.requests = self.stats.planned - len(replayed)
         if self.stats.requests:
+            ctx = self.ctx
             sender = Sender(
-                self.engine.provider,
-                self.engine.limiter,
-                self.engine.retry,
+                ctx.provider,
+                ctx.limiter,
+                ctx.retry,
                 cfg.timeout_s,
                 self.on_retry,
                 seed=sample_seed(cfg.seed, "", self.t, 0),
@@ -106,7 +173,7 @@ class RoundRun:
                 self.on_judged,
                 workers=workers,
                 verifiers=verifiers,
-                stopped=lambda: self.engine.stopped is not None,
+                stopped=lambda: ctx.stopped,
             )
         count_into(self.state, self.stats)
 
@@ -118,68 +185,81 @@ class RoundRun:
                     if text is not None:
                         self.texts[ref[0]] = text
 
-    def _emit(self, event: dict[str, Any]) -> None:
-        if self.journal is not None:
-            self.journal.append(event)
-
-    def _key(self, row: int, k: int) -> dict[str, Any]:
-        return {"round": self.t, "item": self.state.items[row].id, "k": k}
+    def _key(self, row: int, k: int) -> tuple[int, str, int]:
+        return (self.t, self.state.items[row].id, k)
 
     async def _replay(self, allotment: Allotment) -> set[tuple[int, int]]:
         """Accounts the journal's samples of this round; returns their (row, k)."""
         found = []
         for row, count in allotment.items():
             for k in range(count):
-                event = self.done.pop((self.t, self.state.items[row].id, k), None)
-                if event is not None:
-                    found.append((row, k, event))
-        # A verdict settles the sample, its reward model's rating included, even a failed one.
-        settled = {(row, k) for row, k, ev in found if "score" in ev}
-        unjudged = [(row, k, ev) for row, k, ev in found if "score" not in ev]
-        if unjudged:
-            pairs = [(self.state.items[row], str(ev["text"])) for row, _, ev in unjudged]
-            verdicts = await self.engine.verifiers.judge_many(pairs)
-            for (_, _, ev), verdict in zip(unjudged, verdicts, strict=True):
-                ev.update(score=verdict.score, answer=verdict.answer, fresh=True)
-        scorer = self.engine.scorer
-        if self.judgement.reward_model and scorer is not None:
+                landed = self.done.pop(self._key(row, k), None)
+                if landed is not None:
+                    found.append(_Replayed(row, k, landed))
+        found = await self._judge_unjudged(found)
+        found = await self._rate_unrated(found)
+        for r in found:
+            self._settle_replayed(r)
+        return {(r.row, r.k) for r in found}
 
-            def unrated(row: int, k: int, ev: dict[str, Any]) -> bool:
-                judged = ev.get("judge")
-                if judged is None:
-                    return True
-                return not judged.get("ok") and (row, k) not in settled
+    async def _judge_unjudged(self, found: list[_Replayed]) -> list[_Replayed]:
+        """Samples that landed but were never judged (the run stopped in between): judged now."""
+        unjudged = [r for r in found if r.landed.verdict is None]
+        if not unjudged:
+            return found
+        pairs = [(self.state.items[r.row], r.landed.sample.text) for r in unjudged]
+        verdicts = await self.ctx.verifiers.judge_many(pairs)
+        judged = {
+            (r.row, r.k): replace(r, landed=replace(r.landed, verdict=v), fresh_verdict=True)
+            for r, v in zip(unjudged, verdicts, strict=True)
+        }
+        return [judged.get((r.row, r.k), r) for r in found]
 
-            todo = [(row, k, ev) for row, k, ev in found if unrated(row, k, ev)]
+    async def _rate_unrated(self, found: list[_Replayed]) -> list[_Replayed]:
+        """The reward model's ratings the journal lacks: asked now. A verdict settles the sample,
+        its rating included, even a failed one; a failed rating with no verdict is asked again."""
+        scorer = self.ctx.scorer
+        if not self.judgement.reward_model or scorer is None:
+            return found
 
-            async def rate(entry: tuple[int, int, dict[str, Any]]) -> None:
-                row, k, ev = entry
-                item = self.state.items[row]
-                ev["rating"] = await scorer.score(item, self.t, k, str(ev["text"]))
-                ev["fresh"] = True
+        def unrated(r: _Replayed) -> bool:
+            rating = r.landed.rating
+            if rating is None:
+                return True
+            return rating.error is not None and r.fresh_verdict
 
-            await bounded(todo, rate, self.engine.config.concurrency)
-        for row, k, ev in found:
-            reward = ev.get("rating") or (
-                RewardResult.from_event(ev["judge"]) if "judge" in ev else None
-            )
-            if "rating" in ev:
-                self._emit_rating(row, k, ev["rating"])
-            verdict = Verdict(float(ev["score"]), ev.get("answer"))
-            text, usage = str(ev["text"]), Usage(*ev["usage"])
-            self._settle(row, k, text, usage, verdict, reward, emit=bool(ev.get("fresh")))
-        return {(row, k) for row, k, _ in found}
+        todo = [r for r in found if unrated(r)]
+        rated: dict[tuple[int, int], _Replayed] = {}
+
+        async def rate(r: _Replayed) -> None:
+            item = self.state.items[r.row]
+            reward = await scorer.score(item, self.t, r.k, r.landed.sample.text)
+            rated[(r.row, r.k)] = replace(r, fresh_rating=reward)
+
+        await bounded(todo, rate, self.ctx.config.concurrency)
+        return [rated.get((r.row, r.k), r) for r in found]
+
+    def _settle_replayed(self, r: _Replayed) -> None:
+        reward = r.fresh_rating
+        if reward is not None:
+            self._emit_rating(r.row, r.k, reward)
+        elif r.landed.rating is not None:
+            reward = RewardResult.from_event(r.landed.rating)
+        sample, verdict = r.landed.sample, r.landed.verdict
+        assert verdict is not None  # _judge_unjudged gave every sample one
+        emit = r.fresh_verdict or r.fresh_rating is not None
+        self._settle(r.row, r.k, sample.text, sample.usage, verdict, reward, emit=emit)
 
     def _jobs(self, allotment: Allotment, plan: DemoPlan, sampling: Sampling) -> Iterator[Job]:
-        cfg, suite, state = self.engine.config, self.engine.suite, self.state
+        cfg, suite, state = self.ctx.config, self.ctx.suite, self.state
         for row, count in allotment.items():
-            if self.engine.stopped is not None:
+            if self.ctx.stopped:
                 return  # stop dispatching; what is in flight finishes and is recorded
             item = state.items[row]
             demos = self._demos(plan.get(row, ()))
             # With no solved neighbour yet, an adaptive prompt has nothing to show: zero-shot.
             prompt = suite.adaptive_prompt(item, demos) if demos else suite.warmup_prompt(item)
-            est = math.ceil(len(prompt) / 4) + self.engine.expected_output_tokens()
+            est = math.ceil(len(prompt) / 4) + self.ctx.outputs.expected()
             messages = (Message("user", prompt),)
             for k in range(count):
                 seeded = replace(sampling, seed=sample_seed(cfg.seed, item.id, self.t, k))
@@ -195,56 +275,39 @@ class RoundRun:
         return tuple(demos)
 
     def on_retry(self, job: Job, attempt: int, error: ProviderError, delay: float) -> None:
+        """One failed attempt that will be retried: counted and journaled."""
         self.stats.retries += 1
         self.stats.rate_limited += error.kind == "rate_limited"
-        self._emit(
-            {
-                "ev": "retry",
-                **self._key(job.row, job.k),
-                "attempt": attempt,
-                "error": error.kind,
-                "message": str(error)[:500],
-                "delay": round(delay, 3),
-            }
-        )
+        key = self._key(job.row, job.k)
+        self.ctx.emit(Retried(*key, attempt, error.kind, str(error)[:500], round(delay, 3)))
 
     def on_landed(self, job: Job, outcome: Outcome) -> None:
-        event = {
-            "ev": "sample",
-            **self._key(job.row, job.k),
-            "attempts": outcome.attempts,
-            "demos": [d.item_id for d in job.request.demos],
-        }
-        if job.request.sampling.temperature is not None:
-            event["temperature"] = job.request.sampling.temperature
-        self.engine.progress.request_done()
-        comp = outcome.completion
+        """A sample's final outcome: journaled at once (a response, or its last error)."""
+        key = self._key(job.row, job.k)
+        demos = tuple(d.item_id for d in job.request.demos)
+        temperature = job.request.sampling.temperature
+        comp, ctx = outcome.completion, self.ctx
         if comp is None:
             assert outcome.error is not None
             err = outcome.error
             self.stats.rate_limited += err.kind == "rate_limited"
-            self._emit({**event, "ok": False, "error": err.kind, "message": str(err)[:500]})
+            message = str(err)[:500]
+            ctx.emit(SampleFailed(*key, err.kind, message, outcome.attempts, demos, temperature))
             self._settle(job.row, job.k, None, Usage(), None, None, emit=False)
-            self.engine.sample_failed(err)
+            ctx.budget.sample_failed(err)
             return
-        self.engine.sample_answered()
-        u = comp.usage
-        self.engine.observe_output(u)
-        self._emit(
-            {
-                **event,
-                "ok": True,
-                "text": comp.texts[0],
-                "usage": [u.input_tokens, u.output_tokens, u.thinking_tokens],
-                "latency": round(comp.latency_s, 4),
-            }
-        )
+        ctx.budget.sample_answered()
+        ctx.outputs.observe(comp.usage)
+        latency = round(comp.latency_s, 4)
+        text, usage, attempts = comp.texts[0], comp.usage, outcome.attempts
+        ctx.emit(SampleLanded(*key, text, usage, attempts, demos, temperature, latency))
 
     async def on_judged(self, group: list[tuple[Job, Completion]]) -> None:
+        """Judges landed samples (and has them rated, with a reward judge), then accounts them."""
         items = [self.state.items[job.row] for job, _ in group]
         pairs = [(item, comp.texts[0]) for item, (_, comp) in zip(items, group, strict=True)]
         rewards: list[RewardResult | None] = [None] * len(group)
-        scorer = self.engine.scorer
+        scorer, verifiers = self.ctx.scorer, self.ctx.verifiers
         if self.judgement.reward_model and scorer is not None:
             ratings = asyncio.gather(
                 *(
@@ -252,17 +315,17 @@ class RoundRun:
                     for item, (job, comp) in zip(items, group, strict=True)
                 )
             )
-            verdicts, rated = await asyncio.gather(self.engine.verifiers.judge_many(pairs), ratings)
+            verdicts, rated = await asyncio.gather(verifiers.judge_many(pairs), ratings)
             rewards = list(rated)
         else:
-            verdicts = await self.engine.verifiers.judge_many(pairs)
+            verdicts = await verifiers.judge_many(pairs)
         for (job, comp), verdict, reward in zip(group, verdicts, rewards, strict=True):
             if reward is not None:
                 self._emit_rating(job.row, job.k, reward)
             self._settle(job.row, job.k, comp.texts[0], comp.usage, verdict, reward, emit=True)
 
     def _emit_rating(self, row: int, k: int, reward: RewardResult) -> None:
-        self._emit({"ev": "judge", **self._key(row, k), **reward.event()})
+        self.ctx.emit(reward.to_event(*self._key(row, k)))
 
     def _settle(
         self,
@@ -287,34 +350,24 @@ class RoundRun:
         if text is None or verdict is None:
             stats.errors += 1
             state.record_error(row, usage)
-            self.engine.check_budget(state)
+            self.ctx.budget.check(state)
             return
         item: Item = state.items[row]
         scored = Scored(item.id, self.t, k, verdict.score, verdict.answer, _share(reward))
         accepted = self.judgement.accepts(scored)
         correct = verdict.score >= self.gamma
         if emit:
-            self._emit(self._verdict_event(row, k, scored, correct, accepted))
+            self.ctx.emit(self._verdict_event(row, k, scored, correct, accepted))
         stats.passed += accepted
         state.record_sample(row, self.t, k, text, usage, scored, correct, accepted)
-        self.engine.check_budget(state)
+        self.ctx.budget.check(state)
 
     def _verdict_event(
         self, row: int, k: int, scored: Scored, correct: bool, accepted: bool
-    ) -> dict[str, Any]:
-        event: dict[str, Any] = {
-            "ev": "verdict",
-            **self._key(row, k),
-            "score": scored.score,
-            "answer": scored.answer,
-            "correct": correct,
-            "passed": accepted,
-        }
-        if scored.reward is not None:
-            event["reward"] = scored.reward
-        if isinstance(self.judgement, Noisy):
-            event["flipped"] = self.judgement.flipped(scored)
-        return event
+    ) -> Judged:
+        flipped = self.judgement.flipped(scored) if isinstance(self.judgement, Noisy) else None
+        key = self._key(row, k)
+        return Judged(*key, scored.score, scored.answer, correct, accepted, scored.reward, flipped)
 
 
 def _share(reward: RewardResult | None) -> float | None:

@@ -1,11 +1,12 @@
 """The files of `ttc batch`: the OpenAI Batch input (validated, then read lazily), its journal,
 and the output written from the journal in input order.
 
-The journal (`OUTPUT.journal`) holds a `start` line naming the input by its sha256, then one
-`result` line per request that landed, each the output line to be (`out`) with whether it is
-final (a 2xx or 4xx response) or an error to send again on resume. A later result of the same
-request wins. Only the byte offset of each request's latest result is kept in memory: the output
-is copied from the journal at the end, so no request body or response is held for the whole run.
+The journal (`OUTPUT.journal`) holds a `start` line naming the input by its sha256
+(`BatchStarted`), then one `result` line (`BatchResult`) per request that landed, each the output
+line to be (`out`) with whether it is final (a 2xx or 4xx response) or an error to send again on
+resume. A later result of the same request wins. Only the byte offset of each request's latest
+result is kept in memory: the output is copied from the journal at the end, so no request body or
+response is held for the whole run.
 """
 
 from __future__ import annotations
@@ -18,12 +19,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
-from ttc.engine._errors import ConfigError, DataError
-from ttc.engine._journal import Journal
+from ttc.engine import ConfigError, DataError, Journal
 
 URLS = ("/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses")
 _BOM = b"\xef\xbb\xbf"
@@ -46,6 +46,69 @@ class BatchJob:
     custom_id: str
     url: str
     body: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchStarted:
+    """A `ttc batch` session began on the input `input` (named by its sha256)."""
+
+    KIND: ClassVar[str] = "start"
+    input: str
+    input_sha256: str
+    requests: int
+    resumed: bool
+
+    def encode(self) -> dict[str, Any]:
+        """The event's journal line, as a JSON object."""
+        return {
+            "ev": self.KIND,
+            "input": self.input,
+            "input_sha256": self.input_sha256,
+            "requests": self.requests,
+            "resumed": self.resumed,
+        }
+
+    @classmethod
+    def decode(cls, d: dict[str, Any]) -> BatchStarted:
+        """The event a journal line holds (KeyError, TypeError, ValueError if it is not one)."""
+        if d["ev"] != cls.KIND:
+            raise ValueError(f"a {d['ev']!r} line where the journal starts")
+        sha = d.get("input_sha256")
+        return cls(
+            str(d.get("input")),
+            str(sha) if sha is not None else "",
+            int(d.get("requests", 0)),
+            bool(d.get("resumed", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """Request `i` landed: its output line `out`, final (2xx, 4xx) or an error to send again."""
+
+    KIND: ClassVar[str] = "result"
+    i: int
+    final: bool
+    attempts: int
+    out: dict[str, Any]
+
+    def encode(self) -> dict[str, Any]:
+        """The event's journal line, as a JSON object."""
+        return {
+            "ev": self.KIND,
+            "i": self.i,
+            "final": self.final,
+            "attempts": self.attempts,
+            "out": self.out,
+        }
+
+    @classmethod
+    def decode(cls, d: dict[str, Any]) -> BatchResult:
+        """The event a journal line holds (KeyError, TypeError, ValueError if it is not one)."""
+        out = d.get("out")
+        if not isinstance(out, dict):
+            raise TypeError("'out' is not an object")
+        return cls(int(d["i"]), bool(d["final"]), int(d.get("attempts", 1)), out)
 
 
 def _parse(
@@ -144,15 +207,7 @@ class BatchJournal:
         if exists:
             self._load()
         self._journal.open()
-        self.append(
-            {
-                "ev": "start",
-                "input": str(self.scan.path),
-                "input_sha256": self.scan.sha256,
-                "requests": self.scan.count,
-                "resumed": exists,
-            }
-        )
+        self.append(BatchStarted(str(self.scan.path), self.scan.sha256, self.scan.count, exists))
         return self
 
     def _load(self) -> None:
@@ -162,14 +217,14 @@ class BatchJournal:
                 if not raw.endswith(b"\n"):
                     break  # a torn last line: the write that was cut off never happened
                 try:
-                    event = orjson.loads(raw)
-                    kind = event["ev"]
+                    fields = orjson.loads(raw)
+                    kind = fields["ev"]
                     if lineno == 1:
-                        self._check_input(kind, event)
-                    elif kind == "result":
-                        index = int(event["i"])
-                        self.offsets[index] = offset
-                        self.final[index] = bool(event["final"])
+                        self._check_input(kind, fields)
+                    elif kind == BatchResult.KIND:
+                        result = BatchResult.decode(fields)
+                        self.offsets[result.i] = offset
+                        self.final[result.i] = result.final
                 except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as e:
                     raise DataError(f"{self.path}:{lineno}: corrupt journal line ({e!r})") from e
                 offset += len(raw)
@@ -178,24 +233,24 @@ class BatchJournal:
                 fh.truncate(offset)
         self.replayed = sum(self.final)
 
-    def _check_input(self, kind: str, event: dict[str, Any]) -> None:
-        if kind != "start":
+    def _check_input(self, kind: str, fields: dict[str, Any]) -> None:
+        if kind != BatchStarted.KIND:
             raise DataError(f"{self.path}:1: not a `ttc batch` journal")
-        if event.get("input_sha256") != self.scan.sha256:
+        start = BatchStarted.decode(fields)
+        if start.input_sha256 != self.scan.sha256:
             raise ConfigError(
-                f"--out: {self.path} is the journal of a different input ({event.get('input')}, "
-                f"sha256 {str(event.get('input_sha256'))[:12]}), not of {self.scan.path} "
+                f"--out: {self.path} is the journal of a different input ({start.input}, "
+                f"sha256 {str(fields.get('input_sha256'))[:12]}), not of {self.scan.path} "
                 f"(sha256 {self.scan.sha256[:12]}); remove it or choose another --out"
             )
 
-    def append(self, event: dict[str, Any]) -> int:
+    def append(self, event: BatchStarted | BatchResult) -> int:
         """Writes one event as one line straight to the OS; returns the line's offset."""
         return self._journal.append(event)
 
     def record(self, index: int, out: dict[str, Any], *, final: bool, attempts: int) -> None:
         """Appends request `index`'s result (the output line `out`)."""
-        event = {"ev": "result", "i": index, "final": final, "attempts": attempts, "out": out}
-        self.offsets[index] = self.append(event)
+        self.offsets[index] = self.append(BatchResult(index, final, attempts, out))
         self.final[index] = final
 
     @property
@@ -210,8 +265,7 @@ class BatchJournal:
                 if offset < 0:
                     continue
                 fh.seek(offset)
-                out: dict[str, Any] = orjson.loads(fh.readline())["out"]
-                yield out
+                yield BatchResult.decode(orjson.loads(fh.readline())).out
 
     def close(self) -> None:
         self._journal.close()

@@ -19,16 +19,19 @@ from typing import Any
 
 import orjson
 
+from ttc.engine import EngineOptions, StopReason
 from ttc.engine._config import METHODS, RunConfig
-from ttc.engine._engine import PROVIDER_STOP, SIM_NOTE, Engine, RunResult
+from ttc.engine._engine import Engine
 from ttc.engine._errors import ConfigError, DataError
 from ttc.engine._journal import read_journal
 from ttc.engine._prices import parse_price
-from ttc.engine._progress import Progress
 from ttc.engine._report import compare_table, plot_coverage, round_row, round_table
+from ttc.engine._result import RunResult
 from ttc.engine._rundir import matched_output_tokens, output_tokens_of
+from ttc.engine._runinfo import SIM_NOTE
 from ttc.engine._state import RunState
 from ttc.engine._types import Embedder, Item, Provider, Sampling, Suite
+from ttc.engine.cli._progress import Progress
 
 log = logging.getLogger("ttc")
 
@@ -36,7 +39,8 @@ EXIT_BUDGET = 3
 EXIT_PROVIDER = 4
 EXIT_INTERRUPTED = 130
 
-# The engines of the running command, so that Ctrl-C can ask each of them to stop.
+# The engines of the running command, so that Ctrl-C can ask each of them to stop (the exit
+# code comes from each run's typed stop reason, `RunResult.stopped`, not from here).
 ACTIVE: list[Engine] = []
 
 
@@ -287,10 +291,8 @@ async def run_one(
             out_dir=out,
             embedder=embedder_from(args),
             resume=resume,
-            price=price,
-            progress=progress,
-            invocation=invocation,
             roles={r: p if cache is None else CachingProvider(p, cache) for r, p in roles.items()},
+            options=EngineOptions(price=price, observer=progress, invocation=invocation),
         )
         ACTIVE.append(engine)
         async with engine:
@@ -346,15 +348,12 @@ def role_totals(engine: Engine, state: RunState, policy_cost: float | None) -> s
     return "\n".join(lines)
 
 
-def stop_code(out: Path) -> int:
-    """The exit code and message of a run that ended early, or 0."""
-    engine = ACTIVE[-1] if ACTIVE else None
-    if engine is None or engine.stopped is None:
+def stop_code(stopped: StopReason | None, out: Path) -> int:
+    """The exit code of a run that ended early (its stop reason's), with a message; else 0."""
+    if stopped is None:
         return 0
-    print(f"stopped: {engine.stopped}; go on with: ttc resume {out}")
-    if engine.stopped.startswith(PROVIDER_STOP):
-        return EXIT_PROVIDER
-    return EXIT_INTERRUPTED if "interrupted" in engine.stopped else EXIT_BUDGET
+    print(f"stopped: {stopped}; go on with: ttc resume {out}")
+    return stopped.exit_code
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
@@ -362,7 +361,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
     out = out_dir(args, args.method)
     result = await run_one(args, args.method, out, suite, items, resume=args.resume)
     print_result(result, f"{args.method} on {suite.name}", ACTIVE[-1])
-    return stop_code(out)
+    return stop_code(result.stopped, out)
 
 
 async def cmd_compare(args: argparse.Namespace) -> int:
@@ -382,7 +381,7 @@ async def cmd_compare(args: argparse.Namespace) -> int:
         result = await run_one(args, method, out / method, suite, items, resume=True)
         runs[method] = [round_row(s) for s in result.rounds]
         log.info("%s: coverage %.1f%%", method, 100 * result.coverage)
-        code = stop_code(out)
+        code = stop_code(result.stopped, out)
         if code:
             return code
     runs = {m: runs[m] for m in METHODS}

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from ttc.engine._events import DifficultyRated
 from ttc.engine._types import Item, Usage
 from ttc.engine.strategy._judges import bounded
 
@@ -133,8 +134,8 @@ class Estimates:
     def __init__(
         self,
         caller: RoleCaller,
-        emit: Callable[[dict[str, Any]], None],
-        known: Mapping[str, dict[str, Any]],
+        emit: Callable[[DifficultyRated], None],
+        known: Mapping[str, DifficultyRated],
         concurrency: int,
         stopped: Callable[[], bool] = lambda: False,
     ) -> None:
@@ -167,7 +168,7 @@ class Estimates:
             event = self.known.get(state.items[row].id)
             if event is None:
                 todo.append(row)
-            elif not event.get("ok"):
+            elif not event.ok:
                 self._failed(state, row)  # settled as it was: neutral, never asked again
             else:
                 self._account(state, row, event)
@@ -186,18 +187,10 @@ class Estimates:
         item: Item = state.items[row]
         text, usage, error = await self.caller.ask(item, prompt(item.question), "difficulty")
         if text is None:
-            self.emit({"ev": "difficulty", "item": item.id, "ok": False, "error": error})
+            self.emit(DifficultyRated(item.id, error=error))
             self._failed(state, row)
             return
-        u = usage
-        event = {
-            "ev": "difficulty",
-            "item": item.id,
-            "ok": True,
-            "rating": parse_rating(text),
-            "text": text[:2000],
-            "usage": [u.input_tokens, u.output_tokens, u.thinking_tokens],
-        }
+        event = DifficultyRated(item.id, parse_rating(text), text[:2000], usage)
         self.emit(event)
         self._account(state, row, event)
 
@@ -205,10 +198,10 @@ class Estimates:
         self.errors += 1
         state.difficulty[row] = NEUTRAL
 
-    def _account(self, state: RunState, row: int, event: Mapping[str, Any]) -> None:
+    def _account(self, state: RunState, row: int, event: DifficultyRated) -> None:
         self.calls += 1
-        self.usage = self.usage + Usage(*event["usage"])
-        rating = event.get("rating")
+        self.usage = self.usage + event.usage
+        rating = event.rating
         if rating is None:
             self.unparsed += 1
             log.info("difficulty: no rating in the reply for %s", state.items[row].id)

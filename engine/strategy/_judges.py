@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from ttc.engine._errors import ProviderError
+from ttc.engine._events import Rated
 from ttc.engine._limiter import Limiter
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._scheduler import Job, Sender
@@ -330,24 +331,16 @@ class RewardResult:
     def unparsed(self) -> bool:
         return self.error is None and self.reward is None
 
-    def event(self) -> dict[str, Any]:
-        """The journal's fields for this call (merged into a `judge` event)."""
-        u = self.usage
-        if self.error is not None:
-            return {"ok": False, "error": self.error}
-        return {
-            "ok": True,
-            "reward": self.reward,
-            "text": self.text,
-            "usage": [u.input_tokens, u.output_tokens, u.thinking_tokens],
-        }
+    def to_event(self, round_no: int, item_id: str, k: int) -> Rated:
+        """The journal's `judge` event for this call on sample (round, item, k)."""
+        return Rated(round_no, item_id, k, self.reward, self.text, self.usage, self.error)
 
     @classmethod
-    def from_event(cls, event: dict[str, Any]) -> RewardResult:
+    def from_event(cls, event: Rated) -> RewardResult:
         """The call a journaled `judge` event records (a failed one too: it stays failed)."""
-        if not event.get("ok"):
-            return cls(None, None, Usage(), str(event.get("error") or "error"))
-        return cls(event.get("reward"), event.get("text"), Usage(*event["usage"]))
+        if event.error is not None:
+            return cls(None, None, Usage(), event.error)
+        return cls(event.reward, event.text, event.usage)
 
 
 # Role models are sampled at their API's defaults unless a temperature is given

@@ -8,16 +8,19 @@ import orjson
 from fakes import FakeSuite, ScriptedProvider, items
 
 from ttc.engine import (
+    FAILURE_STREAK,
+    PROVIDER_STOP,
     BadRequest,
     Engine,
+    EngineOptions,
     Fatal,
     RateLimited,
     RetryPolicy,
     RunConfig,
     RunResult,
+    StopKind,
     Transient,
 )
-from ttc.engine._engine import FAILURE_STREAK, PROVIDER_STOP
 
 FAST = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01)
 
@@ -26,7 +29,9 @@ async def run(provider: ScriptedProvider, n: int, out: Path, **cfg: object) -> R
     cfg.setdefault("verifier_workers", 0)
     config = RunConfig(method="elim", **cfg)  # type: ignore[arg-type]
     suite = FakeSuite(pool=items(n))
-    async with Engine(provider, suite, config, out_dir=out, retry=FAST) as engine:
+    async with Engine(
+        provider, suite, config, out_dir=out, options=EngineOptions(retry=FAST)
+    ) as engine:
         return await engine.run()
 
 
@@ -124,12 +129,16 @@ async def test_a_refused_account_stops_the_run_resumably(tmp_path: Path) -> None
         FakeSuite(pool=items(200)),
         RunConfig(method="elim", rounds=2, concurrency=4, verifier_workers=0),
         out_dir=tmp_path,
-        retry=FAST,
+        options=EngineOptions(retry=FAST),
     ) as engine:
         result = await engine.run()
     assert engine.stopped is not None
-    assert engine.stopped.startswith(PROVIDER_STOP)
-    assert "invalid_api_key" in engine.stopped
+    assert engine.stopped.kind is StopKind.PROVIDER
+    assert engine.stopped.exit_code == 4
+    assert engine.stopped.message.startswith(PROVIDER_STOP)
+    assert "invalid_api_key" in engine.stopped.message
+    assert result.stopped == engine.stopped
+    assert not result.complete
     assert len(provider.history) <= 4  # the requests in flight when it stopped, not 200
     assert not result.rounds[0].complete  # the round is unfinished: `ttc resume` goes on
     assert orjson.loads((tmp_path / "summary.json").read_bytes())["complete"] is False
@@ -142,11 +151,12 @@ async def test_a_streak_of_failures_stops_the_run(tmp_path: Path) -> None:
         provider,
         FakeSuite(pool=items(200)),
         RunConfig(method="elim", rounds=1, concurrency=2, verifier_workers=0),
-        retry=FAST,
+        options=EngineOptions(retry=FAST),
     ) as engine:
         await engine.run()
     assert engine.stopped is not None
-    assert f"{FAILURE_STREAK} samples in a row failed" in engine.stopped
+    assert engine.stopped.kind is StopKind.PROVIDER
+    assert f"{FAILURE_STREAK} samples in a row failed" in engine.stopped.message
     assert FAILURE_STREAK <= len(provider.history) <= FAILURE_STREAK + 4
 
 

@@ -27,7 +27,6 @@ LARGE: dict[str, str] = {
         "adapters/sim/_sim.py",
         "adapters/suites/_generic.py",
         "adapters/suites/_livecodebench.py",
-        "engine/_engine.py",
         "engine/cli/_batch.py",
         "engine/cli/_commands.py",
         "engine/cli/_main.py",

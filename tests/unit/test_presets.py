@@ -28,19 +28,22 @@ from ttc.adapters.suites._math import answer_key as math_answer_key
 from ttc.adapters.suites._reasoning_gym import extract_last_boxed
 from ttc.adapters.suites._templates import adaptive_prompt, warmup_prompt
 from ttc.engine import (
+    PROVIDER_STOP,
     BadRequest,
     Completion,
     ConfigError,
     Engine,
+    EngineOptions,
     Fatal,
     Item,
     Provider,
     RunConfig,
     RunResult,
+    StopKind,
+    StopReason,
     Usage,
     Verdict,
 )
-from ttc.engine._engine import PROVIDER_STOP
 from ttc.engine._journal import read_journal
 from ttc.engine._prices import Price
 from ttc.engine._rundir import matched_output_tokens
@@ -82,7 +85,7 @@ async def run(
         out_dir=out,
         roles=roles,
         resume=resume,
-        price=price,
+        options=EngineOptions(price=price),
     ) as engine:
         return await engine.run()
 
@@ -905,10 +908,17 @@ async def test_role_calls_are_priced_reported_and_count_towards_max_cost(
     config = RunConfig(method="elim", judge="reward", rounds=2, verifier_workers=0, max_cost_usd=55)
     suite = FakeSuite(pool=items(4))
     async with Engine(
-        policy, suite, config, out_dir=tmp_path / "a", roles={"judge": judge}, price=price
+        policy,
+        suite,
+        config,
+        out_dir=tmp_path / "a",
+        roles={"judge": judge},
+        options=EngineOptions(price=price),
     ) as engine:
         result = await engine.run()
-    assert engine.stopped == "--max-cost $55 reached"
+    assert engine.stopped == StopReason(StopKind.BUDGET, "--max-cost $55 reached")
+    assert result.stopped is not None
+    assert result.stopped.exit_code == 3
     assert len(result.rounds) == 1
     summary = load(tmp_path / "a" / "summary.json")
     assert summary["cost_usd"] == pytest.approx(40.0)

@@ -9,6 +9,7 @@ import pytest
 from fakes import FakeSuite, ScriptedProvider, Step, items
 
 from ttc.engine import ConfigError, DataError, Engine, RunConfig, RunResult
+from ttc.engine._events import RunStarted
 from ttc.engine._journal import Journal, read_journal
 
 SCRIPT: dict[str, list[Step]] = {
@@ -85,7 +86,7 @@ async def test_a_second_run_into_the_same_directory_is_refused(tmp_path: Path) -
 def test_corrupt_middle_line_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
     with Journal(path) as journal:
-        journal.append({"ev": "start"})
+        journal.append(RunStarted(resumed=False, t=0.0))
     with path.open("ab") as fh:
         fh.write(b"{not json\n")
         fh.write(b'{"ev":"round"}\n')

@@ -16,6 +16,7 @@ from ttc.engine import (
     BadRequest,
     DataError,
     Engine,
+    EngineOptions,
     Fatal,
     RateLimited,
     RetryPolicy,
@@ -65,7 +66,9 @@ async def run(
 ) -> RunResult:
     config = RunConfig(method=method, rounds=rounds, verifier_workers=0)
     suite = FakeSuite(pool=items(n))
-    async with Engine(provider, suite, config, out_dir=out, retry=FAST, resume=resume) as engine:
+    async with Engine(
+        provider, suite, config, out_dir=out, resume=resume, options=EngineOptions(retry=FAST)
+    ) as engine:
         return await engine.run()
 
 

@@ -1,7 +1,8 @@
 """Progress of a run: a live status line on a terminal, plain log lines elsewhere (CI, nohup).
 
-A ticker task renders every `every_s` seconds from the run's own totals, so a run that waits on
-slow requests still shows that it is alive. Nothing here changes what the run does.
+A `RunObserver` of the engine: a ticker task renders every `every_s` seconds from the run's own
+totals, so a run that waits on slow requests still shows that it is alive. Nothing here changes
+what the run does.
 """
 
 from __future__ import annotations
@@ -15,13 +16,21 @@ from collections import deque
 from collections.abc import Callable
 from typing import TextIO
 
-from ttc.engine._state import RoundStats, RunState
-from ttc.engine._types import Usage
+from ttc.engine import (
+    Event,
+    RoundStats,
+    RunObserver,
+    RunState,
+    SampleFailed,
+    SampleLanded,
+    StopReason,
+    Usage,
+)
 
 log = logging.getLogger("ttc")
 
 
-class Progress:
+class Progress(RunObserver):
     """Renders one run's progress; `live` redraws a line on `stream`, else logs every `every_s`."""
 
     def __init__(
@@ -47,8 +56,24 @@ class Progress:
         self._state, self._rounds, self._cost = state, rounds, cost
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
 
-    def round_started(self) -> None:
+    def run_started(
+        self, state: RunState, rounds: int, cost: Callable[[Usage], float | None]
+    ) -> None:
+        """The engine's hook: the run is set up."""
+        self.start(state, rounds, cost)
+
+    def round_started(self, stats: RoundStats | None = None) -> None:
+        """The engine's hook: a round begins."""
         self._round_started = time.monotonic()
+
+    def event(self, event: Event) -> None:
+        """The engine's hook: a sample that landed or failed is a finished request."""
+        if isinstance(event, SampleLanded | SampleFailed):
+            self.request_done()
+
+    async def run_ended(self, stopped: StopReason | None) -> None:
+        """The engine's hook: no more requests; the ticker stops."""
+        await self.stop()
 
     def request_done(self) -> None:
         """Count one finished request (not a replay) for the achieved requests per minute."""

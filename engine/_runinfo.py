@@ -1,0 +1,197 @@
+"""What a run says of itself: config.json's description, the resume check against it, and
+summary.json's parts beyond the per-round totals (the models, the role models' calls and cost).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ttc.engine._budget import Pricing, StopReason
+from ttc.engine._config import FLAGS, OPERATIONAL, RunConfig
+from ttc.engine._errors import ConfigError
+from ttc.engine._journal import Landed, SampleKey, completed_samples
+from ttc.engine._rundir import RunDir, items_sha256
+from ttc.engine._state import RunState
+from ttc.engine._types import Item, Provider, Suite, Usage
+from ttc.engine.strategy._strategy import Strategy
+
+log = logging.getLogger("ttc")
+
+SIM_NOTE = (
+    "simulated: these numbers come from the offline sim provider; they measure the engine's "
+    "machinery, not the method"
+)
+
+
+def describe_roles(roles: Mapping[str, Provider]) -> dict[str, dict[str, str]]:
+    """The role models as config.json and summary.json name them."""
+    return {role: {"provider": p.name, "model": p.model} for role, p in sorted(roles.items())}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunParts:
+    """What a run is made of, as config.json and summary.json describe it."""
+
+    config: RunConfig
+    strategy: Strategy
+    provider: Provider
+    suite: Suite
+    roles: Mapping[str, Provider]
+    invocation: dict[str, Any] | None = None
+
+    def describe(self, items: Sequence[Item]) -> dict[str, Any]:
+        """config.json: everything a resumed run must match, and how the run was asked for."""
+        from ttc import __version__
+
+        return {
+            "config": self.config.to_dict(),
+            "strategy": self.strategy.describe(),
+            "roles": describe_roles(self.roles) or None,
+            "provider": self.provider.name,
+            "model": self.provider.model,
+            # Where the provider sends (None for in-process ones): a rehearsal server and the
+            # vendor answer the same model name differently.
+            "endpoint": getattr(self.provider, "endpoint", None),
+            "suite": self.suite.name,
+            "items": len(items),
+            "items_sha256": items_sha256(items),
+            "invocation": self.invocation,
+            "ttc_version": __version__,
+        }
+
+    def check_prices(self, pricing: Pricing) -> None:
+        """--max-cost needs the policy's price; a role model without one is left out, said once."""
+        if self.config.max_cost_usd is None:
+            return
+        if pricing.price is None:
+            raise ConfigError(
+                f"--max-cost: no price is known for model {self.provider.model!r}; give --price"
+            )
+        for role, price in sorted(pricing.roles.items()):
+            if price is None:
+                log.warning(
+                    "--max-cost: no price is known for the %s model %r; its calls do "
+                    "not count towards the budget",
+                    role,
+                    self.roles[role].model,
+                )
+
+    def summary_extra(
+        self,
+        roles: dict[str, dict[str, Any]],
+        pricing: Pricing,
+        role_cost: float | None,
+        stopped: StopReason | None,
+    ) -> dict[str, Any]:
+        """summary.json's fields besides the totals (`roles`: see `role_stats`)."""
+        price = pricing.price
+        extra: dict[str, Any] = {
+            "provider": self.provider.name,
+            "model": self.provider.model,
+            "suite": self.suite.name,
+            "method": self.config.method,
+            "judgement": self.strategy.judgement.name,
+            "roles": roles,
+            # The run's `cost_usd` is the policy model's; the role models' is apart, and the
+            # total is both (None when a part has no known price).
+            "role_cost_usd": role_cost,
+            "rounds_planned": self.config.rounds,
+            "stopped": None if stopped is None else stopped.message,
+            "price_per_million": None if price is None else dataclasses.asdict(price),
+        }
+        if getattr(self.provider, "simulated", False):
+            extra["simulated"] = True
+            extra["note"] = SIM_NOTE
+        return extra
+
+
+def judge_stats(state: RunState, retries: int) -> dict[str, Any]:
+    """The reward model's calls over a run: calls, unparsed replies, errors, retries, tokens."""
+    u = state.judge_usage()
+    return {
+        "calls": sum(s.judge_calls for s in state.rounds),
+        "unparsed": sum(s.judge_unparsed for s in state.rounds),
+        "errors": sum(s.judge_errors for s in state.rounds),
+        "retries": retries,
+        **usage_fields(u),
+    }
+
+
+def usage_fields(u: Usage) -> dict[str, int]:
+    """A usage as summary.json's role entries write it."""
+    return {
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "thinking_tokens": u.thinking_tokens,
+    }
+
+
+def role_stats(
+    described: Mapping[str, dict[str, str]],
+    calls: Mapping[str, dict[str, Any]],
+    costs: Mapping[str, float | None],
+    pricing: Pricing,
+) -> dict[str, Any]:
+    """What each role model did: its name, its calls and tokens (`calls`), its cost and price."""
+    roles: dict[str, Any] = {}
+    for role, entry in calls.items():
+        price = pricing.roles.get(role)
+        roles[role] = {
+            **described.get(role, {}),
+            **entry,
+            "cost_usd": costs.get(role),
+            "price_per_million": None if price is None else dataclasses.asdict(price),
+        }
+    return roles
+
+
+def check_same_run(before: dict[str, Any], now: dict[str, Any], out: Path | None) -> None:
+    """A resumed run must be the same experiment; limits and timeouts may change."""
+    # A key the old config lacks was written before the setting existed: its default.
+    defaults = RunConfig().to_dict()
+    old_cfg, new_cfg = before.get("config", {}), now["config"]
+    for key in sorted(set(old_cfg) | set(new_cfg)):
+        old = old_cfg.get(key, defaults.get(key))
+        if key not in OPERATIONAL and old != new_cfg.get(key):
+            raise ConfigError(
+                f"{FLAGS.get(key, key)}: the run in {out} used "
+                f"{old!r}, not {new_cfg.get(key)!r}; a resumed run must match"
+            )
+    for key in ("suite", "items", "items_sha256", "provider", "model", "strategy", "roles"):
+        if before.get(key) != now.get(key):
+            raise ConfigError(
+                f"--resume: the run in {out} had a different {key} "
+                f"({before.get(key)!r}, now {now.get(key)!r})"
+            )
+    # Runs made before endpoints were recorded have none: nothing to compare.
+    if "endpoint" in before and before["endpoint"] != now["endpoint"]:
+        raise ConfigError(
+            f"--base-url: the run in {out} was sent to "
+            f"{before['endpoint']!r}, not {now['endpoint']!r}; a resumed run must match"
+        )
+
+
+def prepare_rundir(
+    rundir: RunDir, description: dict[str, Any], *, resume: bool
+) -> dict[SampleKey, Landed]:
+    """Checks the run directory, writes config.json; returns the journal's samples on resume."""
+    if not resume:
+        if rundir.journal_path.exists():
+            raise ConfigError(
+                f"--out: {rundir.path} already holds a run; "
+                "resume it (--resume) or pick a new directory"
+            )
+        rundir.write_config(description)
+        return {}
+    if rundir.config_path.exists():
+        before = orjson.loads(rundir.config_path.read_bytes())
+        check_same_run(before, description, rundir.path)
+    else:
+        rundir.write_config(description)
+    return completed_samples(rundir.journal_path)
