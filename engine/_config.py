@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,9 +97,19 @@ class RunConfig:
     temp_step: float = 0.4
 
     def __post_init__(self) -> None:
-        def bad(name: str, why: str) -> ConfigError:
-            return ConfigError(f"{FLAGS.get(name, name)}: {why}, got {getattr(self, name)!r}")
+        self._check_sizes()
+        self._check_limits()
+        self._check_method()
+        self._check_judge()
+        self._check_extras()
 
+    def _bad(self, name: str, why: str) -> ConfigError:
+        """The error for field `name`, naming its flag and the value given."""
+        return ConfigError(f"{FLAGS.get(name, name)}: {why}, got {getattr(self, name)!r}")
+
+    def _check_sizes(self) -> None:
+        """Rounds, samples, demonstrations and γ."""
+        bad = self._bad
         for name in ("rounds", "k", "concurrency", "max_attempts"):
             if getattr(self, name) < 1:
                 raise bad(name, "must be at least 1")
@@ -112,6 +121,10 @@ class RunConfig:
             raise bad("gamma", "must be in (0, 1]")
         if self.neighbours not in NEIGHBOUR_MODES:
             raise bad("neighbours", f"must be one of {', '.join(NEIGHBOUR_MODES)}")
+
+    def _check_limits(self) -> None:
+        """The scheduler's limits and the budgets."""
+        bad = self._bad
         for name in ("rpm", "tpm", "max_cost_usd", "max_output_tokens"):
             value = getattr(self, name)
             if value is not None and not value > 0:
@@ -120,16 +133,20 @@ class RunConfig:
             raise bad("timeout_s", "must be positive")
         if self.verifier_workers < 0:
             raise bad("verifier_workers", "must be 0 or more")
-        self._check_method(bad)
 
-    def _check_method(self, bad: Callable[[str, str], ConfigError]) -> None:
+    def _check_method(self) -> None:
         """The method flags, and the combinations of them that mean something."""
+        bad = self._bad
         if self.method not in PRESETS:
             raise bad("method", f"must be one of {', '.join(PRESETS)}")
         if self.judge is not None and self.judge not in JUDGES:
             raise bad("judge", f"must be one of {', '.join(JUDGES)}")
         if self.method == "sc" and self.judge not in (None, "consensus"):
             raise bad("judge", "sc is judged by consensus; drop --judge or use another method")
+
+    def _check_judge(self) -> None:
+        """The judgement's settings: threshold, noise, consensus, role temperature."""
+        bad = self._bad
         if not 0.0 < self.judge_threshold <= 1.0:
             raise bad("judge_threshold", "must be in (0, 1]")
         if not 0.0 <= self.noise < 1.0:
@@ -142,6 +159,10 @@ class RunConfig:
             self.judge_temperature >= 0.0 and math.isfinite(self.judge_temperature)
         ):
             raise bad("judge_temperature", "must be a finite number >= 0")
+
+    def _check_extras(self) -> None:
+        """The few-shot file (fixed-icl), a matched token budget (unif, da), temp's step."""
+        bad = self._bad
         if self.fewshot is not None and self.method != "fixed-icl":
             raise bad("fewshot", "only the fixed-icl method shows a fixed few-shot prompt")
         if self.match_tokens is not None:
