@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pytest
@@ -11,12 +10,11 @@ from fakes import FakeSuite, items
 from ttc.adapters import GeminiProvider, OpenAIProvider
 from ttc.engine._errors import ConfigError
 from ttc.engine._types import Provider
-from ttc.engine.cli._commands import role_provider_from
-from ttc.engine.cli._main import build_parser, main
+from ttc.engine.cli import RunSpec, build_parser, main, role_provider_from
 
 
-def run_args(*argv: str) -> argparse.Namespace:
-    return build_parser().parse_args(["run", *argv])
+def run_args(*argv: str) -> RunSpec:
+    return RunSpec.from_args(build_parser().parse_args(["run", *argv]))
 
 
 def test_a_real_provider_needs_a_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
