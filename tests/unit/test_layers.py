@@ -28,9 +28,6 @@ LARGE: dict[str, str] = {
         "adapters/suites/_generic.py",
         "adapters/suites/_livecodebench.py",
         "engine/_engine.py",
-        "engine/cli/_batch.py",
-        "engine/cli/_commands.py",
-        "engine/cli/_main.py",
         "engine/strategy/_judges.py",
         "engine/strategy/_strategy.py",
     )
