@@ -106,7 +106,7 @@ class RunSpec:
     price: str | None = None
     # The response cache file; None: no cache.
     cache: Path | None = None
-    # The run directory; None only with `resume` and no --out (refused by `out_dir`).
+    # The run directory; None: not named (`ttc run --resume` with no --out is refused).
     out: Path | None = None
     resume: bool = False
     live: bool = False
