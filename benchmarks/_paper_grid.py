@@ -11,8 +11,6 @@ All runs of a suite share one verifier pool and all runs one embedder (vectors m
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +33,7 @@ from _paper_plan import (
     warmup_source,
 )
 
-from ttc.adapters import SimProvider, make_embedder
+from ttc.adapters import make_embedder
 from ttc.engine import (
     CachingProvider,
     ConfigError,
@@ -43,15 +41,14 @@ from ttc.engine import (
     Engine,
     FloatArray,
     Item,
-    Progress,
     Provider,
-    ResponseCache,
     RunConfig,
+    StopReason,
     Suite,
     VerifierPool,
     matched_output_tokens,
 )
-from ttc.engine.cli import api_provider, role_provider_from, share_warmup
+from ttc.engine.cli import Progress, make_engine, provider_from, share_warmup, wire
 
 # Builds the policy model of one (suite, seed).
 ProviderFactory = Callable[[Suite, Sequence[Item], int], Provider]
@@ -72,7 +69,7 @@ class Outcome:
     requests: int = 0
     sent: int = 0
     wall_s: float = 0.0
-    stopped: str | None = None
+    stopped: StopReason | None = None
 
 
 @dataclass
@@ -83,12 +80,14 @@ class Grid:
     make_provider: ProviderFactory | None = None
     log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
     current: Engine | None = None
-    stopping: str | None = None
+    stopping: StopReason | None = None
     outcomes: list[Outcome] = field(default_factory=list)
     _embedder: Embedder | None = None
 
-    def stop(self, reason: str) -> None:
+    def stop(self, reason: StopReason | str) -> None:
         """No new run starts; the running one stops dispatching and stays resumable."""
+        if isinstance(reason, str):
+            reason = StopReason.interrupted(reason)
         self.stopping = self.stopping or reason
         if self.current is not None:
             self.current.stop(reason)
@@ -192,39 +191,32 @@ class Grid:
         warmup_from: str | None,
     ) -> Outcome:
         opts = self.opts
-        provider = self._provider(ls, seed)
-        cache = None if opts.cache is None else ResponseCache(opts.cache)
-        sending: Provider = provider if cache is None else CachingProvider(provider, cache)
-        roles = role_providers(opts, config, ls, seed)
+        spec = opts.spec(method, seed, ls.spec)
+        custom = (
+            None if self.make_provider is None else self.make_provider(ls.suite, ls.items, seed)
+        )
         started = time.perf_counter()
         try:
-            engine = Engine(
-                sending,
-                ls.suite,
-                config,
-                out_dir=out,
-                embedder=self.embedder(),
-                resume=True,
-                progress=Progress(live=False),
-                invocation={"tool": "benchmarks/paper.py", "argv_of_tool": list(opts.argv)},
-                roles={
-                    r: p if cache is None else CachingProvider(p, cache) for r, p in roles.items()
-                },
-            )
-            # The suite's pool, started once for all its runs: the engine leaves a pool it did
-            # not start running.
-            engine.verifiers = pool
-            self.current = engine
-            if self.stopping is not None:
-                engine.stop(self.stopping)
-            result = await engine.run(ls.items)
+            async with wire(
+                spec, config, ls.suite, ls.items, provider=custom, embedder=self.embedder()
+            ) as wired:
+                engine = make_engine(
+                    config,
+                    wired,
+                    out=out,
+                    resume=True,
+                    progress=Progress(live=False),
+                    invocation={"tool": "benchmarks/paper.py", "argv_of_tool": list(opts.argv)},
+                    # The suite's pool, started once for all its runs.
+                    verifiers=pool,
+                )
+                self.current = engine
+                if self.stopping is not None:
+                    engine.stop(self.stopping)
+                result = await engine.run(ls.items)
         finally:
             self.current = None
-            if cache is not None:
-                cache.close()
-            await provider.aclose()
-            for role in roles.values():
-                await role.aclose()
+        sending = wired.sending
         requests = sum(s.requests for s in result.rounds)
         sent = sending.misses if isinstance(sending, CachingProvider) else requests
         return Outcome(
@@ -245,18 +237,8 @@ class Grid:
         if self.make_provider is not None:
             return None
         if self.opts.simulated:
-            return SimProvider(
-                ls.suite, ls.items, dataclasses.replace(self.opts.sim, seed=seed)
-            ).model
+            return provider_from(self.opts.policy, seed, ls.suite, ls.items).model
         return self.opts.model
-
-    def _provider(self, ls: LoadedSuite, seed: int) -> Provider:
-        if self.make_provider is not None:
-            return self.make_provider(ls.suite, ls.items, seed)
-        opts = self.opts
-        if opts.simulated:
-            return SimProvider(ls.suite, ls.items, dataclasses.replace(opts.sim, seed=seed))
-        return api_provider(opts.provider, opts.model, opts.base_url, opts.api_key_env)
 
     def embedder(self) -> Embedder:
         """One embedder for every run: MiniLM loads once, and a question is embedded once."""
@@ -293,21 +275,6 @@ class MemoEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self._memo[t] for t in texts])
-
-
-def role_providers(
-    opts: GridOptions, config: RunConfig, ls: LoadedSuite, seed: int
-) -> dict[str, Provider]:
-    """The role models a method needs (da's rater, a reward judge), as `ttc run` builds them."""
-    args = argparse.Namespace(
-        judge_model=opts.judge_model,
-        difficulty_model=opts.difficulty_model,
-        provider=opts.provider,
-        base_url=opts.base_url,
-        api_key_env=opts.api_key_env,
-        seed=seed,
-    )
-    return {role: role_provider_from(args, role, ls.suite, ls.items) for role in config.roles}
 
 
 def describe(o: Outcome, opts: GridOptions) -> str:

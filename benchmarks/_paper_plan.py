@@ -26,8 +26,8 @@ from typing import Any
 
 import orjson
 
-from ttc.adapters import SimConfig, SuiteOptions, make_suite
 from ttc.engine import OPERATIONAL, ConfigError, Item, RunConfig, Sampling, Suite, items_sha256
+from ttc.engine.cli import ProviderSpec, RunSpec, SuiteSpec, suite_and_items
 from ttc.engine.strategy import preset
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +84,10 @@ class GridOptions:
     tpm: float | None = None
     timeout_s: float = 300.0
     max_attempts: int = 6
-    sim: SimConfig = field(default_factory=SimConfig)
+    # The sim provider's knobs (its seed is each run's).
+    sim_ability: float = 0.0
+    sim_thinking: float = 0.0
+    sim_latency: float = 0.0
     cache: Path | None = None
     argv: tuple[str, ...] = ()
 
@@ -92,15 +95,31 @@ class GridOptions:
     def simulated(self) -> bool:
         return self.provider == "sim"
 
-    def config(self, method: str, seed: int, match_tokens: int | None = None) -> RunConfig:
-        return RunConfig(
+    @property
+    def policy(self) -> ProviderSpec:
+        """The policy model of every run."""
+        return ProviderSpec(
+            kind=self.provider,
+            model=self.model,
+            base_url=self.base_url,
+            api_key_env=self.api_key_env,
+            sim_ability=self.sim_ability,
+            sim_latency=self.sim_latency,
+            sim_thinking=self.sim_thinking,
+        )
+
+    def spec(self, method: str, seed: int, suite: SuiteSpec | None = None) -> RunSpec:
+        """What one run of the grid is wired from (a resume: the grid goes on where it was)."""
+        return RunSpec(
+            suite=suite or SuiteSpec(),
+            provider=self.policy,
+            method=method,
             rounds=self.rounds,
             warmup_rounds=self.warmup,
             k=self.k,
             p=self.p,
             gamma=self.gamma,
             seed=seed,
-            method=method,
             neighbours=self.neighbours,
             concurrency=self.concurrency,
             rpm=self.rpm,
@@ -114,9 +133,20 @@ class GridOptions:
             judge_temperature=self.judge_temperature,
             noise=self.noise,
             consensus=self.consensus,
-            fewshot=None if self.fewshot is None or method != "fixed-icl" else str(self.fewshot),
-            match_tokens=match_tokens if method in MATCHED else None,
+            # Only fixed-icl shows a few-shot prompt; the others' configs are refused with one.
+            fewshot=self.fewshot if method == "fixed-icl" else None,
+            judge_model=self.judge_model,
+            difficulty_model=self.difficulty_model,
+            embedder=self.embedder,
+            cache=self.cache,
+            resume=True,
+            argv=self.argv,
         )
+
+    def config(self, method: str, seed: int, match_tokens: int | None = None) -> RunConfig:
+        """The RunConfig of one run; `match_tokens` counts only for the matched methods."""
+        matched = match_tokens if method in MATCHED else None
+        return self.spec(method, seed).run_config(method, matched)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +158,7 @@ class LoadedSuite:
     items: list[Item]
     data: Path | None
     note: str | None = None
+    spec: SuiteSpec = field(default_factory=SuiteSpec)
 
 
 def load_suite(opts: GridOptions, name: str) -> LoadedSuite:
@@ -150,14 +181,18 @@ def load_suite(opts: GridOptions, name: str) -> LoadedSuite:
                 f"livecodebench: no --lcb-data, so {LCB_FIXTURE.relative_to(REPO)} is used: a "
                 "7-problem test fixture (all its dates), not the benchmark"
             )
-    suite = make_suite(name, data, SuiteOptions(per_task=opts.per_task, start=start, end=end))
-    items = suite.items()
-    limit = opts.limits.get(name)
-    if limit is not None:
-        items = items[:limit]
+    spec = SuiteSpec(
+        name=name,
+        data=data,
+        per_task=opts.per_task,
+        lcb_start=start,
+        lcb_end=end,
+        limit=opts.limits.get(name),
+    )
+    suite, items = suite_and_items(spec)
     if not items:
         raise ConfigError(f"--suites {name}: the test set is empty")
-    return LoadedSuite(name, suite, items, data, note)
+    return LoadedSuite(name, suite, items, data, note, spec)
 
 
 def cell_dir(out: Path, suite: str, seed: int, method: str) -> Path:

@@ -37,6 +37,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -166,18 +167,26 @@ def generate(questions: int) -> tuple[ReasoningGymSuite, list[Item]]:
     return suite, suite.items()[:questions]
 
 
+@dataclass
+class Measures:
+    """What the run records as it goes: RSS at its milestones, the verifiers' high-water marks,
+    the per-phase sampler, and the run's result."""
+
+    sampler: PhaseSampler
+    rss: dict[str, float]
+    children: dict[str, float] = field(default_factory=dict)
+    results: list[RunResult] = field(default_factory=list)
+
+
 async def run(
     suite: ReasoningGymSuite,
     items: list[Item],
     rounds: int,
     out: Path,
     embedder: TimedEmbedder,
-    rss: dict[str, float],
-    children: dict[str, float],
-    sampler: PhaseSampler,
-    results: list[RunResult],
+    measures: Measures,
 ) -> float:
-    """Runs the engine; the result goes into `results`, the verifiers' start-up time is returned.
+    """Runs the engine; the result goes into `measures`, the verifiers' start-up time is returned.
 
     The result is not returned: on Python 3.11 `asyncio.run` builds the repr of its main task's
     result when it restores the SIGINT handler (CPython issue #112559), and the dataclass repr of
@@ -191,13 +200,14 @@ async def run(
         warm = time.perf_counter()
         await engine.verifiers.ready()
         startup = time.perf_counter() - warm
-        rss["verifiers_ready"] = current_rss_mb()
-        sampler.enter("round_1")  # set-up, embedding (a thread) and the warm-up round
+        measures.rss["verifiers_ready"] = current_rss_mb()
+        # set-up, embedding (a thread) and the warm-up round
+        measures.sampler.enter("round_1")
         result = await engine.run(items)
-        sampler.enter("pool_shutdown")
-        rss["run_end"] = current_rss_mb()
-        children.update(children_hwm_mb())
-    results.append(result)
+        measures.sampler.enter("pool_shutdown")
+        measures.rss["run_end"] = current_rss_mb()
+        measures.children.update(children_hwm_mb())
+    measures.results.append(result)
     return startup
 
 
@@ -229,15 +239,12 @@ def main() -> None:
     generation_s = time.perf_counter() - bench_started
     rss["generated"] = current_rss_mb()
     embedder = TimedEmbedder()
-    children: dict[str, float] = {}
+    measures = Measures(sampler, rss)
 
     with tempfile.TemporaryDirectory(prefix="ttc-memory-") as tmp:
         out = args.keep if args.keep is not None else Path(tmp) / "run"
-        results: list[RunResult] = []
-        startup = asyncio.run(
-            run(suite, items, args.rounds, out, embedder, rss, children, sampler, results)
-        )
-        result = results[0]
+        startup = asyncio.run(run(suite, items, args.rounds, out, embedder, measures))
+        result = measures.results[0]
         journal = out / "journal.jsonl"
         journal_mb = journal.stat().st_size / 2**20 if journal.exists() else 0.0
         run_dir_mb = sum(p.stat().st_size for p in out.iterdir() if p.is_file()) / 2**20
@@ -269,7 +276,7 @@ def main() -> None:
         "requests_per_s": round(requests / result.wall_s, 1) if result.wall_s else None,
         "peak_rss_mb": maxrss_mb(resource.RUSAGE_SELF),
         "peak_rss_children_mb": maxrss_mb(resource.RUSAGE_CHILDREN),
-        "verifier_hwm_mb": children,
+        "verifier_hwm_mb": measures.children,
         "peak_rss_mb_by_phase": sampler.peaks,
         "rss_mb": rss,
         "coverage": round(result.coverage, 4),

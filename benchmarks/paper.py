@@ -40,7 +40,7 @@ from _paper_grid import Grid, Outcome, ProviderFactory
 from _paper_plan import DATA_DIR, MATCHED, GridOptions, read_summary
 from _paper_report import SIM_BANNER, Run, by_suite, write_figures, write_tables
 
-from ttc.adapters import SimConfig, SimProvider
+from ttc.adapters import SimProvider
 from ttc.engine import METHODS, PRESETS, ConfigError, DataError, Sampling
 
 SUITES = ("reasoning_gym", "math500", "minerva", "gpqa", "livecodebench")
@@ -171,17 +171,40 @@ def paper_sampling(args: argparse.Namespace) -> Sampling:
     return Sampling(**values)
 
 
+def _names(text: str, flag: str, known: Sequence[str], word: str) -> tuple[str, ...]:
+    """A comma list of names, each one of `known` (`all` for --methods)."""
+    names = tuple(known if flag == "--methods" and text == "all" else _list(text))
+    for name in names:
+        if name not in known:
+            raise ConfigError(f"{flag}: unknown {word} {name!r}; choose from {', '.join(known)}")
+    return names
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(s) for s in _list(text))
+    except ValueError:
+        raise ConfigError(f"--seeds: expected a comma list of integers, got {text!r}") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds: expected distinct integers, got {text!r}")
+    return seeds
+
+
+def _limits(text: str | None, provider: str) -> dict[str, int | None]:
+    """--limit per suite: the sim's small defaults, every question, or the first N."""
+    if text is None:
+        return dict(SIM_LIMITS) if provider == "sim" else dict.fromkeys(SUITES)
+    if text == "all":
+        return dict.fromkeys(SUITES)
+    if text.isdigit() and int(text) > 0:
+        return dict.fromkeys(SUITES, int(text))
+    raise ConfigError(f"--limit: expected a positive integer or `all`, got {text!r}")
+
+
 def options_from(args: argparse.Namespace, argv: Sequence[str]) -> GridOptions:
-    suites = tuple(_list(args.suites))
-    for name in suites:
-        if name not in SUITES:
-            raise ConfigError(f"--suites: unknown suite {name!r}; choose from {', '.join(SUITES)}")
-    methods = tuple(PRESETS if args.methods == "all" else _list(args.methods))
-    for name in methods:
-        if name not in PRESETS:
-            raise ConfigError(
-                f"--methods: unknown method {name!r}; choose from {', '.join(PRESETS)}"
-            )
+    """The grid's options from its flags; every method's settings checked before anything runs."""
+    suites = _names(args.suites, "--suites", SUITES, "suite")
+    methods = _names(args.methods, "--methods", PRESETS, "method")
     if not suites or not methods:
         raise ConfigError("--suites and --methods: name at least one of each")
     matched = any(m in MATCHED for m in methods)
@@ -190,23 +213,8 @@ def options_from(args: argparse.Namespace, argv: Sequence[str]) -> GridOptions:
             f"--match-to {args.match_to}: unif and da match its output tokens, so it must be "
             "in --methods (or give --match-to none)"
         )
-    try:
-        seeds = tuple(int(s) for s in _list(args.seeds))
-    except ValueError:
-        raise ConfigError(
-            f"--seeds: expected a comma list of integers, got {args.seeds!r}"
-        ) from None
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise ConfigError(f"--seeds: expected distinct integers, got {args.seeds!r}")
-    limits: dict[str, int | None]
-    if args.limit is None:
-        limits = dict(SIM_LIMITS) if args.provider == "sim" else dict.fromkeys(SUITES)
-    elif args.limit == "all":
-        limits = dict.fromkeys(SUITES)
-    elif args.limit.isdigit() and int(args.limit) > 0:
-        limits = dict.fromkeys(SUITES, int(args.limit))
-    else:
-        raise ConfigError(f"--limit: expected a positive integer or `all`, got {args.limit!r}")
+    seeds = _seeds(args.seeds)
+    limits = _limits(args.limit, args.provider)
     cache = None if args.no_cache else (args.cache or args.out / "responses.sqlite3")
     opts = GridOptions(
         suites=suites,
@@ -246,9 +254,9 @@ def options_from(args: argparse.Namespace, argv: Sequence[str]) -> GridOptions:
         tpm=args.tpm,
         timeout_s=args.timeout,
         max_attempts=args.max_attempts,
-        sim=SimConfig(
-            ability=args.sim_ability, thinking_ratio=args.sim_thinking, latency_s=args.sim_latency
-        ),
+        sim_ability=args.sim_ability,
+        sim_thinking=args.sim_thinking,
+        sim_latency=args.sim_latency,
         cache=cache,
         argv=tuple(argv),
     )
@@ -330,7 +338,9 @@ async def run(
         "wall_s": round(time.perf_counter() - started, 1),
         "out": str(opts.out),
         "outputs": outputs,
-        "stopped": grid.stopping,
+        "stopped": None if grid.stopping is None else grid.stopping.message,
+        # 0, or the exit code of the reason the grid stopped (3 budget, 4 provider, 130 Ctrl-C).
+        "exit_code": 0 if grid.stopping is None else grid.stopping.exit_code,
     }
     if opts.simulated:
         line["note"] = SIM_BANNER
@@ -384,9 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("paper: interrupted; run the same command again to go on", file=sys.stderr)
         return 130
     sys.stdout.write(orjson.dumps(line).decode() + "\n")
-    if line["stopped"]:
-        return 130 if "interrupted" in line["stopped"] else 3
-    return 0
+    return int(line["exit_code"])
 
 
 if __name__ == "__main__":

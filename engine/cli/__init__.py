@@ -1,22 +1,50 @@
-"""The `ttc` command line: the composition root, the one place where adapters are wired in."""
+"""The `ttc` command line: the composition root, the one place where adapters are wired in.
+
+A run is described by a typed `RunSpec` (made from the flags by `RunSpec.from_args`, or directly
+by `benchmarks/paper.py`) and wired by functions that take it: `suite_and_items`, `run_config`,
+`provider_from`, `role_provider_from`, `wire` and `make_engine`.
+"""
 
 from ttc.engine.cli._commands import (
     EXIT_BUDGET,
     EXIT_INTERRUPTED,
     EXIT_PROVIDER,
-    api_provider,
-    role_provider_from,
     share_warmup,
 )
-from ttc.engine.cli._main import build_parser, main
+from ttc.engine.cli._main import main
+from ttc.engine.cli._parser import build_parser
+from ttc.engine.cli._progress import Progress
+from ttc.engine.cli._spec import ProviderSpec, RunSpec, SuiteSpec
+from ttc.engine.cli._wiring import (
+    Wired,
+    api_provider,
+    make_engine,
+    make_suite,
+    provider_from,
+    role_provider_from,
+    run_config,
+    suite_and_items,
+    wire,
+)
 
 __all__ = [
     "EXIT_BUDGET",
     "EXIT_INTERRUPTED",
     "EXIT_PROVIDER",
+    "Progress",
+    "ProviderSpec",
+    "RunSpec",
+    "SuiteSpec",
+    "Wired",
     "api_provider",
     "build_parser",
     "main",
+    "make_engine",
+    "make_suite",
+    "provider_from",
     "role_provider_from",
+    "run_config",
     "share_warmup",
+    "suite_and_items",
+    "wire",
 ]

@@ -22,16 +22,15 @@ from ttc.engine._errors import ConfigError, DataError, Fatal, ProviderError, Rat
 from ttc.engine._limiter import Limiter
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._types import RateInfo
-from ttc.engine.cli._batch import (
+from ttc.engine.cli._batch import add_batch_arguments, batch_main, cmd_batch
+from ttc.engine.cli._batchio import journal_path
+from ttc.engine.cli._batchsend import (
     BatchProgress,
     BatchSummary,
     RawProvider,
-    add_batch_arguments,
-    batch_main,
-    cmd_batch,
+    SendPolicy,
     run_batch,
 )
-from ttc.engine.cli._batchio import journal_path
 
 CHAT = "/v1/chat/completions"
 USAGE = {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}
@@ -111,9 +110,11 @@ async def batch(
         tmp_path / "in.jsonl",
         tmp_path / "out.jsonl",
         endpoint,
-        limiter=Limiter(max_concurrency=concurrency),
-        retry=RetryPolicy(max_attempts=max_attempts, base_delay=0),
-        timeout_s=timeout_s,
+        SendPolicy(
+            Limiter(max_concurrency=concurrency),
+            RetryPolicy(max_attempts=max_attempts, base_delay=0),
+            timeout_s,
+        ),
         **kwargs,
     )
 
@@ -348,8 +349,8 @@ async def test_progress_logs_a_line_while_requests_wait(
 
 
 def test_token_estimate_is_text_over_four_plus_the_output_cap_or_mean() -> None:
-    from ttc.engine.cli._batch import _Estimator
     from ttc.engine.cli._batchio import BatchJob
+    from ttc.engine.cli._batchsend import _Estimator
 
     messages = [{"role": "user", "content": "x" * 400}]
     text = len(orjson.dumps(messages)) // 4

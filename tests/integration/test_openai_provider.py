@@ -633,7 +633,7 @@ KEYS_AS_NAMES = [
 
 @pytest.mark.parametrize("value", KEYS_AS_NAMES)
 def test_a_key_given_as_the_env_name_is_refused_unrepeated(value: str) -> None:
-    from ttc.engine.cli._commands import api_provider
+    from ttc.engine.cli import api_provider
 
     for make in (
         lambda: OpenAIProvider("m", base_url="http://127.0.0.1:9/v1", api_key_env=value),

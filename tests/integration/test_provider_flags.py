@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 from pathlib import Path
 
 import pytest
 from fakes import FakeSuite, items
 
 from ttc.adapters import GeminiProvider, OpenAIProvider
+from ttc.engine import RunConfig
 from ttc.engine._errors import ConfigError
 from ttc.engine._types import Provider
-from ttc.engine.cli._commands import role_provider_from
-from ttc.engine.cli._main import build_parser, main
+from ttc.engine.cli import RunSpec, build_parser, main, role_provider_from
 
 
-def run_args(*argv: str) -> argparse.Namespace:
-    return build_parser().parse_args(["run", *argv])
+def run_args(*argv: str) -> RunSpec:
+    return RunSpec.from_args(build_parser().parse_args(["run", *argv]))
 
 
 def test_a_real_provider_needs_a_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -78,3 +78,18 @@ def test_a_bad_role_model_is_a_one_line_error(value: str) -> None:
     suite = FakeSuite(pool=items(3))
     with pytest.raises(ConfigError, match="--judge-model: expected sim, openai:MODEL"):
         role_provider_from(args, "judge", suite, suite.items())
+
+
+def test_a_spec_made_by_hand_has_the_command_lines_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = run_args("--no-cache", "--no-live")
+    assert spec.out is not None  # named now, made when the run starts
+    assert spec.out.parent == Path("runs")
+    assert dataclasses.replace(spec, out=None) == RunSpec()
+    monkeypatch.setenv("TTC_CACHE_DIR", str(tmp_path / "cache"))
+    compare = RunSpec.from_args(build_parser().parse_args(["compare", "--resume", "--out", "c"]))
+    assert (compare.method, compare.label, compare.out) == (None, "compare", Path("c"))
+    assert compare.cache == tmp_path / "cache" / "responses.sqlite3"
+    assert compare.run_config("elim") == RunConfig(method="elim")

@@ -27,9 +27,6 @@ LARGE: dict[str, str] = {
         "adapters/sim/_sim.py",
         "adapters/suites/_generic.py",
         "adapters/suites/_livecodebench.py",
-        "engine/cli/_batch.py",
-        "engine/cli/_commands.py",
-        "engine/cli/_main.py",
         "engine/strategy/_judges.py",
         "engine/strategy/_strategy.py",
     )

@@ -48,8 +48,9 @@ from ttc.engine._journal import read_journal
 from ttc.engine._prices import Price
 from ttc.engine._rundir import matched_output_tokens
 from ttc.engine._types import Message, Request
-from ttc.engine.cli._commands import config_from, method_options, role_totals, share_warmup
-from ttc.engine.cli._main import build_parser
+from ttc.engine.cli import RunSpec, build_parser, run_config, share_warmup
+from ttc.engine.cli._commands import role_totals
+from ttc.engine.cli._wiring import matched_budget
 from ttc.engine.strategy._demos import default_path, load_fewshot
 from ttc.engine.strategy._difficulty import NEUTRAL, apportion, parse_rating
 from ttc.engine.strategy._difficulty import prompt as difficulty_prompt
@@ -717,10 +718,12 @@ async def test_match_tokens_refuses_another_test_set_and_logs_another_seed(
     args = build_parser().parse_args(["run", "--method", "da", "--match-tokens", str(ref)])
     five = FakeSuite(pool=items(5))
     with pytest.raises(ConfigError, match="--match-tokens"):
-        config_from(args, "da", suite=five, items=five.items())
+        run_config(RunSpec.from_args(args), "da", suite=five, items=five.items())
     caplog.set_level(logging.INFO, logger="ttc")
     six = FakeSuite(pool=items(6))
-    assert config_from(args, "da", suite=six, items=six.items()).match_tokens == 120
+    assert (
+        run_config(RunSpec.from_args(args), "da", suite=six, items=six.items()).match_tokens == 120
+    )
     assert any("used seed 1, this run seed 0" in r.getMessage() for r in caplog.records)
 
 
@@ -729,14 +732,13 @@ async def test_a_resumed_matched_run_keeps_the_budget_it_started_with(tmp_path: 
     await run(ScriptedProvider(), 6, out=ref, method="elim", rounds=2)
     argv = ["run", "--method", "unif", "--match-tokens", str(ref), "--out", str(out)]
     suite = FakeSuite(pool=items(6))
-    options = method_options(build_parser().parse_args(argv), suite=suite, items=suite.items())
-    assert options["match_tokens"] == 120
+    spec = RunSpec.from_args(build_parser().parse_args(argv))
+    assert matched_budget(spec, suite, suite.items(), None) == 120
     await run(ScriptedProvider(), 6, out=out, method="unif", rounds=2, match_tokens=120)
     # The matched run moves away (or grows): a resumed run keeps the stored budget.
     ref.rename(tmp_path / "moved")
     resumed = build_parser().parse_args([*argv, "--resume"])
-    options = method_options(resumed, suite=suite, items=suite.items(), out=out)
-    assert options["match_tokens"] == 120
+    assert matched_budget(RunSpec.from_args(resumed), suite, suite.items(), out) == 120
 
 
 @dataclass
@@ -851,7 +853,7 @@ async def test_role_calls_leave_the_temperature_to_the_api_unless_given() -> Non
     )  # fmt: skip
     assert {r.sampling.temperature for r in hot.history} == {0.2}
     args = build_parser().parse_args(["run", "--judge", "reward", "--judge-temperature", "0.2"])
-    assert config_from(args, "adpt").judge_temperature == 0.2
+    assert run_config(RunSpec.from_args(args), "adpt").judge_temperature == 0.2
 
 
 class Refusing:

@@ -1,0 +1,228 @@
+"""What a run needs to be wired, as one typed value: the suite, the policy and role models, the
+embedder, the cache, the run directory and every setting of its RunConfig.
+
+The command line makes a RunSpec in one place (`RunSpec.from_args`); `benchmarks/paper.py` makes
+them directly. The wiring (`_wiring`) turns a RunSpec into objects and never sees argparse. The
+defaults are the command line's, so a RunSpec built by hand behaves as `ttc run` with no flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ttc.engine import RunConfig, Sampling
+
+SUITES = ("reasoning_gym", "math500", "minerva", "gpqa", "livecodebench", "custom")
+PROVIDERS = ("sim", "openai", "gemini")
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteSpec:
+    """The test set: a suite, its data file and options, and how many of its questions."""
+
+    name: str = "reasoning_gym"
+    data: Path | None = None
+    per_task: int = 100
+    suite_config: Path | None = None
+    # LiveCodeBench's release window (both included); None: no bound.
+    lcb_start: str | None = "2024-10-05"
+    lcb_end: str | None = "2025-01-04"
+    limit: int | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> SuiteSpec:
+        """The test-set flags of `run`, `compare`, `verify` and `serve`."""
+        return cls(
+            name=args.suite,
+            data=args.data,
+            per_task=args.per_task,
+            suite_config=args.suite_config,
+            lcb_start=args.lcb_start,
+            lcb_end=args.lcb_end,
+            limit=args.limit,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSpec:
+    """The policy model: its kind, model, API and key variable, or the simulator's knobs."""
+
+    kind: str = "sim"
+    model: str | None = None
+    base_url: str | None = None
+    # The NAME of the variable holding the key; None: the vendor's usual one.
+    api_key_env: str | None = None
+    sim_ability: float = 0.0
+    sim_latency: float = 0.0
+    sim_thinking: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """Everything a run (or each run of a compare) is wired from; defaults as `ttc run`'s."""
+
+    suite: SuiteSpec = field(default_factory=SuiteSpec)
+    provider: ProviderSpec = field(default_factory=ProviderSpec)
+    # None for `ttc compare`, which runs the main four methods.
+    method: str | None = "adpt"
+    # Algorithm 1 and the scheduler's limits, as RunConfig names them.
+    rounds: int = 4
+    warmup_rounds: int = 1
+    k: int = 1
+    p: int = 3
+    gamma: float = 1.0
+    seed: int = 0
+    neighbours: str = "solved"
+    concurrency: int = 64
+    rpm: float | None = None
+    tpm: float | None = None
+    timeout_s: float = 300.0
+    max_attempts: int = 6
+    verifier_workers: int = 2
+    max_cost_usd: float | None = None
+    max_output_tokens: int | None = None
+    sampling: Sampling = field(default_factory=Sampling)
+    # The method flags.
+    judge: str | None = None
+    judge_threshold: float = 0.7
+    judge_temperature: float | None = None
+    noise: float = 0.0
+    consensus: float = 0.75
+    fewshot: Path | None = None
+    # --match-tokens: the run directory whose output tokens unif and da match.
+    match_run: Path | None = None
+    # The role models: `sim` (the stand-ins), `openai:MODEL` or `gemini:MODEL`.
+    judge_model: str = "sim"
+    difficulty_model: str = "sim"
+    embedder: str = "auto"
+    embed_base_url: str | None = None
+    # --price as typed (INPUT,OUTPUT[,THINKING]); parsed when the run is wired, as before.
+    price: str | None = None
+    # The response cache file; None: no cache.
+    cache: Path | None = None
+    # The run directory; None: not named (`ttc run --resume` with no --out is refused).
+    out: Path | None = None
+    resume: bool = False
+    live: bool = False
+    grace_s: float = 30.0
+    # The command line that made the run, without --resume (for `ttc resume`).
+    argv: tuple[str, ...] = ()
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, argv: Sequence[str] = ()) -> RunSpec:
+        """The spec of `ttc run` or `ttc compare` from its parsed flags."""
+        method: str | None = args.method
+        return cls(
+            suite=SuiteSpec.from_args(args),
+            provider=ProviderSpec(
+                kind=args.provider,
+                model=args.model,
+                base_url=args.base_url,
+                api_key_env=args.api_key_env,
+                sim_ability=args.sim_ability,
+                sim_latency=args.sim_latency,
+                sim_thinking=args.sim_thinking,
+            ),
+            method=method,
+            rounds=args.rounds,
+            warmup_rounds=args.warmup,
+            k=args.k,
+            p=args.p,
+            gamma=args.gamma,
+            seed=args.seed,
+            neighbours=args.neighbours,
+            concurrency=args.concurrency,
+            rpm=args.rpm,
+            tpm=args.tpm,
+            timeout_s=args.timeout,
+            max_attempts=args.max_attempts,
+            verifier_workers=args.workers,
+            max_cost_usd=args.max_cost,
+            max_output_tokens=args.max_output_tokens,
+            sampling=Sampling(
+                temperature=args.temperature,
+                top_p=args.top_p,
+                top_k=args.top_k,
+                max_output_tokens=args.max_tokens,
+                thinking_budget=args.thinking_budget,
+                reasoning_effort=args.reasoning_effort,
+                verbosity=args.verbosity,
+            ),
+            judge=args.judge,
+            judge_threshold=args.judge_threshold,
+            judge_temperature=args.judge_temperature,
+            noise=args.noise,
+            consensus=args.consensus,
+            fewshot=args.fewshot,
+            match_run=args.match_tokens,
+            judge_model=args.judge_model,
+            difficulty_model=args.difficulty_model,
+            embedder=args.embedder,
+            embed_base_url=args.embed_base_url,
+            price=args.price,
+            cache=None if args.no_cache else cache_path(args.cache),
+            # A new run's directory is named now, so an interrupt can always say where it is.
+            out=args.out or (None if args.resume else default_out(method or "compare")),
+            resume=args.resume,
+            live=sys.stderr.isatty() if args.live is None else bool(args.live),
+            grace_s=args.grace,
+            argv=tuple(argv),
+        )
+
+    @property
+    def label(self) -> str:
+        """The run's name in a default run directory: its method, or `compare`."""
+        return self.method or "compare"
+
+    def run_config(self, method: str, match_tokens: int | None = None) -> RunConfig:
+        """The RunConfig of `method` (validated: a bad combination is a ConfigError)."""
+        return RunConfig(
+            rounds=self.rounds,
+            warmup_rounds=self.warmup_rounds,
+            k=self.k,
+            p=self.p,
+            gamma=self.gamma,
+            seed=self.seed,
+            method=method,
+            neighbours=self.neighbours,
+            concurrency=self.concurrency,
+            rpm=self.rpm,
+            tpm=self.tpm,
+            timeout_s=self.timeout_s,
+            max_attempts=self.max_attempts,
+            verifier_workers=self.verifier_workers,
+            max_cost_usd=self.max_cost_usd,
+            max_output_tokens=self.max_output_tokens,
+            sampling=self.sampling,
+            judge=self.judge,
+            judge_threshold=self.judge_threshold,
+            judge_temperature=self.judge_temperature,
+            noise=self.noise,
+            consensus=self.consensus,
+            fewshot=None if self.fewshot is None else str(self.fewshot),
+            match_tokens=match_tokens,
+        )
+
+
+def cache_path(given: Path | None) -> Path:
+    """--cache, else $TTC_CACHE_DIR/responses.sqlite3, else ~/.cache/ttc/responses.sqlite3."""
+    if given is not None:
+        return Path(given)
+    root = os.environ.get("TTC_CACHE_DIR") or Path.home() / ".cache" / "ttc"
+    return Path(root) / "responses.sqlite3"
+
+
+def default_out(label: str) -> Path:
+    """runs/<timestamp>-<label>, with a suffix when that exists already."""
+    base = Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{label}"
+    path, i = base, 1
+    while path.exists():
+        i += 1
+        path = base.with_name(f"{base.name}-{i}")
+    return path

@@ -1,0 +1,266 @@
+"""RunSpec → objects: the suite, the policy and role models, the cache, the embedder, the Engine.
+
+The one place that builds an `Engine` (`make_engine`), for `ttc run`, `ttc compare` and
+`benchmarks/paper.py` alike. Adapters are imported inside the functions that need them, so that
+`ttc report` or `ttc --help` does not pay for loading every vendor's client.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ttc.engine import (
+    CachingProvider,
+    ConfigError,
+    Embedder,
+    Engine,
+    EngineOptions,
+    Item,
+    Provider,
+    ResponseCache,
+    RunConfig,
+    Suite,
+    VerifierPool,
+    matched_output_tokens,
+)
+from ttc.engine._prices import Price, parse_price
+from ttc.engine._rundir import output_tokens_of
+from ttc.engine.cli._progress import Progress
+from ttc.engine.cli._spec import ProviderSpec, RunSpec, SuiteSpec
+
+# The role models' flags, named in their errors.
+ROLE_FLAGS = {"judge": "judge_model", "difficulty": "difficulty_model"}
+
+
+def make_suite(spec: SuiteSpec) -> Suite:
+    """The suite a SuiteSpec names; ConfigError naming the flag when it does not fit."""
+    from ttc.adapters import SuiteOptions
+    from ttc.adapters import make_suite as make
+
+    options = SuiteOptions(
+        per_task=spec.per_task,
+        suite_config=spec.suite_config,
+        start=spec.lcb_start,
+        end=spec.lcb_end,
+    )
+    return make(spec.name, spec.data, options)
+
+
+def suite_and_items(spec: SuiteSpec) -> tuple[Suite, list[Item]]:
+    """The suite and its questions, cut to the spec's limit."""
+    suite = make_suite(spec)
+    items = suite.items()
+    if spec.limit is not None:
+        items = items[: spec.limit]
+    return suite, items
+
+
+def run_config(
+    spec: RunSpec,
+    method: str,
+    *,
+    suite: Suite | None = None,
+    items: Sequence[Item] | None = None,
+    out: Path | None = None,
+) -> RunConfig:
+    """The RunConfig of `method`, --match-tokens resolved (see `matched_budget`)."""
+    return spec.run_config(method, matched_budget(spec, suite, items, out))
+
+
+def matched_budget(
+    spec: RunSpec,
+    suite: Suite | None,
+    items: Sequence[Item] | None,
+    out: Path | None,
+) -> int | None:
+    """--match-tokens as output tokens: the stored value on resume, else the named run's.
+
+    The named run is checked to be on `suite`'s `items` when they are given. A resumed run (`out`
+    holding its config.json) keeps the budget it started with: the named run is not read again
+    (it may have grown, moved or gone since).
+    """
+    if spec.match_run is None:
+        return None
+    out = out if out is not None else spec.out
+    if spec.resume and out is not None:
+        stored = stored_config(Path(out)).get("match_tokens")
+        if stored is not None:
+            return int(stored)
+    if suite is None or items is None:
+        return output_tokens_of(Path(spec.match_run))
+    return matched_output_tokens(Path(spec.match_run), suite.name, items, spec.seed)
+
+
+def stored_config(out: Path) -> dict[str, Any]:
+    """The `config` of the run directory `out`, or {} when it has none (yet)."""
+    try:
+        data = orjson.loads((out / "config.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    config = data.get("config") if isinstance(data, dict) else None
+    return config if isinstance(config, dict) else {}
+
+
+def provider_from(spec: ProviderSpec, seed: int, suite: Suite, items: Sequence[Item]) -> Provider:
+    """The policy model: the offline simulator (seeded with the run's seed), or a real API."""
+    if spec.kind == "sim":
+        from ttc.adapters import SimConfig, SimProvider
+
+        cfg = SimConfig(
+            seed=seed,
+            ability=spec.sim_ability,
+            latency_s=spec.sim_latency,
+            thinking_ratio=spec.sim_thinking,
+        )
+        return SimProvider(suite, items, cfg)
+    return api_provider(spec.kind, spec.model, spec.base_url, spec.api_key_env)
+
+
+def api_provider(
+    kind: str, model: str | None, base_url: str | None, api_key_env: str | None
+) -> Provider:
+    """An OpenAI(-compatible) or Gemini provider; a missing model or key is a ConfigError."""
+    from ttc.adapters.providers._http import require_env_name
+
+    if not model:
+        raise ConfigError(f"--model: required with --provider {kind}")
+    require_env_name(api_key_env, "--api-key-env")
+    if kind == "openai":
+        from ttc.adapters import OpenAIProvider
+
+        return OpenAIProvider(
+            model,
+            base_url=base_url or "https://api.openai.com/v1",
+            api_key_env=api_key_env or "OPENAI_API_KEY",
+        )
+    if kind == "gemini":
+        from ttc.adapters import GeminiProvider
+
+        return GeminiProvider(model, base_url=base_url, api_key_env=api_key_env)
+    raise ConfigError(f"--provider: unknown provider {kind!r}")
+
+
+def role_provider_from(spec: RunSpec, role: str, suite: Suite, items: Sequence[Item]) -> Provider:
+    """The model of a role besides the policy: `judge` (the reward model, --judge-model) or
+    `difficulty` (da's rater, --difficulty-model): `sim` (the offline stand-in), or
+    `openai:MODEL` / `gemini:MODEL`, which use the run's --base-url and --api-key-env when the
+    run's --provider is the same kind (e.g. one vLLM server for both), else the vendor's API."""
+    flag = ROLE_FLAGS[role]
+    name = (spec.judge_model if role == "judge" else spec.difficulty_model) or "sim"
+    if name != "sim":
+        kind, _, model = name.partition(":")
+        if kind not in ("openai", "gemini") or not model:
+            raise ConfigError(
+                f"--{flag.replace('_', '-')}: expected sim, openai:MODEL or gemini:MODEL, "
+                f"got {name!r}"
+            )
+        same = spec.provider.kind == kind
+        return api_provider(
+            kind,
+            model,
+            spec.provider.base_url if same else None,
+            spec.provider.api_key_env if same else None,
+        )
+    from ttc.adapters.sim._sim import SimConfig, SimDifficulty, SimJudge, SimRoleConfig
+
+    # The policy simulator's seed, so the rater sees the same latent difficulties.
+    stand_in = SimJudge if role == "judge" else SimDifficulty
+    return stand_in(suite, items, SimRoleConfig(seed=spec.seed), SimConfig(seed=spec.seed))
+
+
+def embedder_from(spec: RunSpec) -> Embedder | Callable[[], Embedder]:
+    """--embedder: an API embedder built now, or a factory the engine calls when the method needs
+    vectors (after the run's log is attached, so "auto"'s fallback warning lands in run.log)."""
+    from ttc.adapters import make_embedder
+
+    if spec.embedder.partition(":")[0] in ("openai", "gemini"):
+        return make_embedder(spec.embedder, base_url=spec.embed_base_url)
+    if spec.embedder not in ("auto", "minilm", "lexical"):
+        make_embedder(spec.embedder)  # raises the ConfigError naming --embedder
+    name = spec.embedder
+    return lambda: make_embedder(name, log=logging.getLogger("ttc"))
+
+
+@dataclass(slots=True)
+class Wired:
+    """The objects one run sends through, built from a RunSpec; `aclose` closes what it opened."""
+
+    suite: Suite
+    provider: Provider  # the policy model as built
+    sending: Provider  # `provider` behind the response cache, when there is one
+    cache: ResponseCache | None = None
+    roles: dict[str, Provider] = field(default_factory=dict)  # the role models as built
+    price: Price | None = None
+    embedder: Embedder | Callable[[], Embedder] | None = None
+
+    def role_senders(self) -> dict[str, Provider]:
+        """The role models behind the response cache, when there is one."""
+        cache = self.cache
+        return {r: p if cache is None else CachingProvider(p, cache) for r, p in self.roles.items()}
+
+    async def aclose(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
+        await self.provider.aclose()
+        for role in self.roles.values():
+            await role.aclose()
+
+
+@asynccontextmanager
+async def wire(
+    spec: RunSpec,
+    config: RunConfig,
+    suite: Suite,
+    items: Sequence[Item],
+    *,
+    provider: Provider | None = None,
+    embedder: Embedder | None = None,
+) -> AsyncIterator[Wired]:
+    """Builds the run's models, cache, price and embedder (`provider` and `embedder`, when
+    given, are used instead of the spec's); closes them on the way out."""
+    policy = provider or provider_from(spec.provider, spec.seed, suite, items)
+    wired = Wired(suite, policy, policy)
+    try:
+        if spec.cache is not None:
+            wired.cache = ResponseCache(spec.cache)
+            wired.sending = CachingProvider(policy, wired.cache)
+        for role in config.roles:
+            wired.roles[role] = role_provider_from(spec, role, suite, items)
+        wired.price = parse_price(spec.price) if spec.price else None
+        wired.embedder = embedder or embedder_from(spec)
+        yield wired
+    finally:
+        await wired.aclose()
+
+
+def make_engine(
+    config: RunConfig,
+    wired: Wired,
+    *,
+    out: Path,
+    resume: bool,
+    progress: Progress,
+    invocation: dict[str, Any],
+    verifiers: VerifierPool | None = None,
+) -> Engine:
+    """The Engine of one run over wired objects; `verifiers`: a pool shared by several runs."""
+    options = EngineOptions(
+        price=wired.price, observer=progress, invocation=invocation, verifiers=verifiers
+    )
+    return Engine(
+        wired.sending,
+        wired.suite,
+        config,
+        out_dir=out,
+        embedder=wired.embedder,
+        resume=resume,
+        roles=wired.role_senders(),
+        options=options,
+    )
