@@ -28,7 +28,6 @@ LARGE: dict[str, str] = {
         "adapters/suites/_generic.py",
         "adapters/suites/_livecodebench.py",
         "engine/strategy/_judges.py",
-        "engine/strategy/_strategy.py",
     )
 }
 
