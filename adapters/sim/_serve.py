@@ -53,7 +53,8 @@ from aiohttp import web
 
 from ttc.adapters.providers._http import SIM_FINGERPRINT, SIM_MODEL_SUFFIX
 from ttc.adapters.sim._promptmap import PromptMap
-from ttc.adapters.sim._sim import SimConfig, SimProvider, _prose, _stable_hash
+from ttc.adapters.sim._prose import prose, stable_hash
+from ttc.adapters.sim._sim import SimConfig, SimProvider
 from ttc.engine import (
     Completion,
     ConfigError,
@@ -578,7 +579,7 @@ class _Answerer:
     def _generic(self, call: _Call) -> Completion:
         """Filler prose and a boxed number, deterministic in the prompt and the seeds."""
         s = call.sampling
-        rng = np.random.default_rng(_stable_hash(self.options.seed, "serve", call.prompt, s.seed))
+        rng = np.random.default_rng(stable_hash(self.options.seed, "serve", call.prompt, s.seed))
         texts: list[str] = []
         finish: list[str] = []
         output = 0
@@ -587,11 +588,11 @@ class _Answerer:
             answer = f"The final answer is \\boxed{{{int(rng.integers(0, 1000))}}}."
             if s.max_output_tokens is not None and tokens > s.max_output_tokens:
                 tokens = s.max_output_tokens
-                texts.append(_prose(tokens * 4, rng))
+                texts.append(prose(tokens * 4, rng))
                 finish.append("length")
             else:
-                prose = _prose(tokens * 4 - len(answer) - 2, rng)
-                texts.append(f"{prose}\n\n{answer}" if prose else answer)
+                text = prose(tokens * 4 - len(answer) - 2, rng)
+                texts.append(f"{text}\n\n{answer}" if text else answer)
                 finish.append("stop")
             output += tokens
         thinking = round(self.options.sim_thinking * output)

@@ -26,6 +26,7 @@ from fakes import FakeSuite
 from fakes import items as fake_items
 
 from ttc.adapters.providers._http import SIM_FINGERPRINT, SIM_MODEL_SUFFIX, parse_duration
+from ttc.adapters.sim import answers_for
 from ttc.adapters.sim._promptmap import PromptMap
 from ttc.adapters.sim._serve import (
     FAULTS,
@@ -108,7 +109,12 @@ def _adaptive(
     others = [i for i in items if i.id != target.id]
     chosen = rng.sample(others, rng.randint(1, min(max_demos, len(others))))
     demos = [
-        Demo(d.id, d.question, suite.sim_response(d, rng.random() < 0.5, rng.randrange(99)), 0.5)
+        Demo(
+            d.id,
+            d.question,
+            answers_for(suite).sim_response(d, rng.random() < 0.5, rng.randrange(99)),
+            0.5,
+        )
         for d in chosen
     ]
     return suite.adaptive_prompt(target, demos), target, demos
