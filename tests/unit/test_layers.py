@@ -23,10 +23,6 @@ LARGE: dict[str, str] = {
     path: "not split yet: the restructuring of issue 10 is under way"
     for path in (
         "adapters/sandbox/_sandbox.py",
-        "adapters/sim/_serve.py",
-        "adapters/sim/_sim.py",
-        "adapters/suites/_generic.py",
-        "adapters/suites/_livecodebench.py",
         "engine/_engine.py",
         "engine/cli/_batch.py",
         "engine/cli/_commands.py",
