@@ -50,7 +50,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from ttc.adapters.sandbox import SandboxUnavailable, protections, run_python
+from ttc.adapters.sandbox import RunOptions, SandboxUnavailable, protections, run_python
 from ttc.adapters.suites._base import TemplatedSuite
 from ttc.adapters.suites._lcb_judge import (
     HARNESS,
@@ -183,15 +183,14 @@ class LiveCodeBenchSuite(TemplatedSuite):
         """None if the program passes `test`, else why not."""
         cap = max(1 << 20, 2 * len(test.output) + (64 << 10))
         if test.testtype == "stdin":
-            result = run_python(
-                code,
-                test.input,
+            options = RunOptions(
                 timeout_s=self.timeout_s,
                 memory_mb=self.memory_mb,
                 max_output_bytes=cap,
                 prelude=lcb_prelude(code),
                 hide=self._private(),
             )
+            result = run_python(code, test.input, options)
             failure = run_failure(result, self.timeout_s, self.memory_mb)
             if failure is not None:
                 return failure
@@ -201,14 +200,13 @@ class LiveCodeBenchSuite(TemplatedSuite):
             f"SOURCE = {code!r}\nFUNC = {func_name!r}\nIMPORTS = {lcb_prelude(code)!r}\n"
             f"MARKER = {RESULT_MARKER!r}\n{HARNESS}"
         )
-        result = run_python(
-            harness,
-            test.input,
+        options = RunOptions(
             timeout_s=self.timeout_s,
             memory_mb=self.memory_mb,
             max_output_bytes=cap,
             hide=self._private(),
         )
+        result = run_python(harness, test.input, options)
         failure = run_failure(result, self.timeout_s, self.memory_mb)
         if failure is not None:
             return failure

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ttc.adapters.sandbox import _sandbox
+from ttc.adapters.sandbox import _hide, _sandbox
 from ttc.adapters.sim import answers_for
 from ttc.adapters.suites import _templates
 from ttc.adapters.suites._lcb_judge import (
@@ -501,7 +501,7 @@ def test_programs_cannot_read_the_expected_outputs(
     if "mount" not in _sandbox.protections()["namespaces"]:
         pytest.skip("no mount namespace here: the problems file is as readable as its mode says")
     # /tmp visible, so that only the suite hides the copy
-    monkeypatch.setattr(_sandbox, "_HIDDEN", tuple(d for d in _sandbox._HIDDEN if d != "/tmp"))
+    monkeypatch.setattr(_hide, "_HIDDEN", tuple(d for d in _hide._HIDDEN if d != "/tmp"))
     suite = LiveCodeBenchSuite(public_copy, None, None)
     item = next(i for i in suite.items() if i.id == "lcb_sum_pairs")
     cheat = (
