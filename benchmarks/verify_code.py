@@ -64,9 +64,10 @@ def main() -> None:
         for row in map(orjson.loads, FIXTURE.read_bytes().splitlines())
     }
     cases = []
+    answers = answers_for(suite)
     for seed, item in enumerate(items):
         cases.append((item, references[item.id], 1.0))
-        cases.append((item, answers_for(suite).sim_response(item, False, seed), 0.0))
+        cases.append((item, answers.sim_response(item, False, seed), 0.0))
     work = [cases[i % len(cases)] for i in range(args.verifications)]
     batches = [work[i : i + args.batch] for i in range(0, len(work), args.batch)]
 
