@@ -21,6 +21,7 @@ from pathlib import Path
 import orjson
 
 from ttc.adapters.sandbox import protections
+from ttc.adapters.sim import answers_for
 from ttc.adapters.suites import LiveCodeBenchSuite
 from ttc.engine import Item
 
@@ -63,9 +64,10 @@ def main() -> None:
         for row in map(orjson.loads, FIXTURE.read_bytes().splitlines())
     }
     cases = []
+    answers = answers_for(suite)
     for seed, item in enumerate(items):
         cases.append((item, references[item.id], 1.0))
-        cases.append((item, suite.sim_response(item, False, seed), 0.0))
+        cases.append((item, answers.sim_response(item, False, seed), 0.0))
     work = [cases[i % len(cases)] for i in range(args.verifications)]
     batches = [work[i : i + args.batch] for i in range(0, len(work), args.batch)]
 

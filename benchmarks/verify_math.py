@@ -22,6 +22,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from ttc.adapters.sim import answers_for
 from ttc.adapters.suites import MathSuite
 from ttc.engine import Item, Verdict
 
@@ -51,9 +52,10 @@ def _work(suite: MathSuite) -> tuple[list[tuple[Item, str]], list[float]]:
     """The (item, response) pairs to judge and the score each must get."""
     pairs: list[tuple[Item, str]] = []
     expected: list[float] = []
+    answers = answers_for(suite)
     for item in suite.items():
-        pairs.append((item, suite.sim_response(item, True, 0)))
-        pairs.append((item, suite.sim_response(item, False, 0)))
+        pairs.append((item, answers.sim_response(item, True, 0)))
+        pairs.append((item, answers.sim_response(item, False, 0)))
         expected += [1.0, 0.0]
     return pairs, expected
 

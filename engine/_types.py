@@ -165,7 +165,6 @@ class Suite(Protocol):
     """A benchmark: its items, the paper's two prompt templates, and a verifier.
 
     `judge` runs in worker processes, so a suite must be picklable and `judge` pure.
-    The two `sim_*` methods let the offline simulator answer in the suite's real format.
     Optional: `answer_key(answer) -> str`, which extracted answers self-consistency counts as one
     (the math suites canonicalise LaTeX and numbers); without it, answers equal up to whitespace.
     """
@@ -180,7 +179,3 @@ class Suite(Protocol):
     def adaptive_prompt(self, item: Item, demos: Sequence[Demo]) -> str: ...
 
     def judge(self, item: Item, response: str) -> Verdict: ...
-
-    def sim_response(self, item: Item, correct: bool, seed: int) -> str: ...
-
-    def sim_is_correct(self, item: Item, response: str) -> bool: ...

@@ -1,10 +1,10 @@
-"""The code sandbox: one untrusted Python program under namespaces, limits and an audit guard."""
+"""The code sandbox: one untrusted Python program under namespaces, limits and an audit guard.
 
-from ttc.adapters.sandbox._sandbox import (
-    SandboxResult,
-    SandboxUnavailable,
-    protections,
-    run_python,
-)
+Standard library only, and imported relatively, so that tests can load it on its own under
+another interpreter and uid.
+"""
 
-__all__ = ["SandboxResult", "SandboxUnavailable", "protections", "run_python"]
+from ._result import RunOptions, SandboxResult
+from ._sandbox import SandboxUnavailable, protections, run_python
+
+__all__ = ["RunOptions", "SandboxResult", "SandboxUnavailable", "protections", "run_python"]

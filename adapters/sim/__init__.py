@@ -1,5 +1,7 @@
-"""The offline simulator, and `ttc serve`: the sim model behind the OpenAI and Gemini APIs."""
+"""The offline simulator, its answers per suite, and `ttc serve`: the sim model behind the OpenAI
+and Gemini APIs."""
 
+from ttc.adapters.sim._answers import SimAnswers, answers_for
 from ttc.adapters.sim._serve import (
     ServeOptions,
     SimServer,
@@ -18,6 +20,7 @@ from ttc.adapters.sim._sim import (
 
 __all__ = [
     "ServeOptions",
+    "SimAnswers",
     "SimConfig",
     "SimDifficulty",
     "SimJudge",
@@ -25,6 +28,7 @@ __all__ = [
     "SimRoleConfig",
     "SimServer",
     "add_serve_arguments",
+    "answers_for",
     "options_from_args",
     "running_server",
     "serve_forever",

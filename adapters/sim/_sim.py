@@ -15,7 +15,7 @@ probability sigmoid(logit). A sample's text is filler reasoning prose and the su
 in its real format, correct or plausibly wrong, so the real verifiers judge it.
 
 Two role stand-ins answer the engine's real role prompts: `SimJudge` (a reward model: a rubric
-score correlated with whether the response is right, by `suite.sim_is_correct`, plus noise) and
+score correlated with whether the response is right, by the suite's `SimAnswers`, plus noise) and
 `SimDifficulty` (a difficulty rating correlated with the latent difficulty, plus noise). Both
 sometimes reply with no number at all, as real models do.
 """
@@ -26,14 +26,14 @@ import asyncio
 import dataclasses
 import hashlib
 import math
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from hashlib import blake2b
 from statistics import NormalDist
 
 import numpy as np
 
+from ttc.adapters.sim._answers import answers_for
+from ttc.adapters.sim._prose import prose, stable_hash
 from ttc.engine import (
     BadRequest,
     Completion,
@@ -47,6 +47,9 @@ from ttc.engine import (
 )
 
 __all__ = ["SimConfig", "SimDifficulty", "SimJudge", "SimProvider", "SimRoleConfig"]
+
+# The temperature at which the simulator's success model is as configured (the paper's default).
+REFERENCE_TEMPERATURE = 0.3
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,51 +114,6 @@ class SimConfig:
             )
 
 
-def _stable_hash(*parts: object) -> int:
-    """A 64-bit hash of `parts` that is the same in every process (unlike the salted hash())."""
-    key = "\x1f".join(map(repr, parts)).encode("utf-8")
-    return int.from_bytes(blake2b(key, digest_size=8).digest(), "little")
-
-
-def _make_prose() -> str:
-    """A long block of step-by-step filler, built once; samples take slices of it."""
-    sentences = [
-        "Let us restate the problem in our own words before doing anything else.",
-        "First, we identify the quantities that are given and the one that is asked for.",
-        "Next, we write down the relation between them and simplify it carefully.",
-        "We check each intermediate value, because a small slip here would propagate.",
-        "Then we substitute the known values and carry out the computation step by step.",
-        "It helps to consider a smaller case first and see whether the pattern holds.",
-        "We verify that the result satisfies every condition stated in the problem.",
-        "Counting again in a different order gives the same total, which is reassuring.",
-        "The edge cases need a separate look, so we treat them one at a time.",
-        "Rounding is applied only at the end, to the precision the problem requests.",
-        "Combining the partial results, we obtain the value we were looking for.",
-        "A quick estimate confirms that the magnitude of this answer is reasonable.",
-    ]
-    rng = random.Random(0)
-    return " ".join(rng.choice(sentences) for _ in range(2_000))
-
-
-_PROSE = _make_prose()
-
-# The temperature at which the simulator's success model is as configured (the paper's default).
-REFERENCE_TEMPERATURE = 0.3
-
-
-def _prose(chars: int, rng: np.random.Generator) -> str:
-    """About `chars` characters of filler, starting at a random sentence of the block."""
-    if chars <= 0:
-        return ""
-    start = int(rng.integers(0, len(_PROSE) // 2))
-    text = _PROSE
-    if start + chars + 200 > len(text):  # only for samples of tens of thousands of tokens
-        text = (_PROSE + " ") * ((start + chars + 200) // len(_PROSE) + 1)
-    start = text.find(". ", start) + 2  # begin at a sentence
-    end = text.find(". ", start + chars)
-    return text[start : end + 1] if end != -1 else text[start:]
-
-
 class SimProvider:
     """An offline stand-in for an LLM that answers in the suite's real format (see module doc)."""
 
@@ -182,7 +140,8 @@ class SimProvider:
         self._vectors: dict[str, FloatArray] = {}
         self._difficulty: dict[str, float] = {}
         self._normal = NormalDist(config.difficulty_mean, config.difficulty_std)
-        self._prose_on = bool(getattr(suite, "sim_prose", True))
+        self.answers = answers_for(suite)
+        self._prose_on = self.answers.sim_prose
         cfg = config
         self._length_mu = math.log(cfg.mean_output_tokens) - cfg.output_tokens_sigma**2 / 2
         self._latency_mu = math.log(cfg.latency_s) if cfg.latency_s > 0 else 0.0
@@ -208,7 +167,7 @@ class SimProvider:
             d = self._difficulty[item_id] = self.config.difficulty_mean
         elif d is None:
             # Inverse CDF of a hashed uniform: cheap, and independent of the order of requests.
-            u = (_stable_hash(self.config.seed, "difficulty", item_id) + 0.5) / 2.0**64
+            u = (stable_hash(self.config.seed, "difficulty", item_id) + 0.5) / 2.0**64
             d = self._difficulty[item_id] = self._normal.inv_cdf(u)
         return d
 
@@ -226,7 +185,7 @@ class SimProvider:
                     demo_item = Item(demo.item_id, demo.question, "")
                     correct = True
                 else:
-                    correct = self.suite.sim_is_correct(demo_item, demo.response)
+                    correct = self.answers.sim_is_correct(demo_item, demo.response)
                 s = float(self._vector(demo_item) @ self._vector(target))
                 effect = -cfg.dissimilar_penalty * max(0.0, floor - s) / floor
                 if correct:
@@ -248,7 +207,7 @@ class SimProvider:
         item = self._item(request.item_id)
         p = self.success_probability(request)
         rng = np.random.default_rng(
-            _stable_hash(
+            stable_hash(
                 cfg.seed, request.item_id, request.sampling.seed, [d.item_id for d in request.demos]
             )
         )
@@ -260,16 +219,16 @@ class SimProvider:
             success = bool(rng.random() < p)
             tokens = max(1, round(float(rng.lognormal(self._length_mu, cfg.output_tokens_sigma))))
             answer_seed = int(rng.integers(0, 2**31))
-            answer = self.suite.sim_response(item, success, answer_seed)
+            answer = self.answers.sim_response(item, success, answer_seed)
             if max_tokens is not None and tokens > max_tokens:
                 # Cut off before the final answer, as a real model that hits its limit is.
                 tokens = max_tokens
-                texts.append(_prose(int(tokens * cfg.chars_per_token), rng))
+                texts.append(prose(int(tokens * cfg.chars_per_token), rng))
                 finish.append("length")
             elif self._prose_on:
                 chars = int(tokens * cfg.chars_per_token) - len(answer) - 2
-                prose = _prose(chars, rng)
-                texts.append(f"{prose}\n\n{answer}" if prose else answer)
+                text = prose(chars, rng)
+                texts.append(f"{text}\n\n{answer}" if text else answer)
                 finish.append("stop")
             else:
                 texts.append(answer)
@@ -356,7 +315,7 @@ class _SimRole:
     def _rng(self, request: Request) -> np.random.Generator:
         text = request.messages[-1].content if request.messages else ""
         return np.random.default_rng(
-            _stable_hash(self.config.seed, self.kind, request.item_id, request.sampling.seed, text)
+            stable_hash(self.config.seed, self.kind, request.item_id, request.sampling.seed, text)
         )
 
     def _reply(self, request: Request, text: str) -> Completion:
@@ -370,7 +329,7 @@ class _SimRole:
 
 class SimJudge(_SimRole):
     """A stand-in reward model: reads the response out of the engine's rubric prompt and scores
-    it 0-10, higher when `suite.sim_is_correct` says it is right, with noise."""
+    it 0-10, higher when the suite's `SimAnswers` says it is right, with noise."""
 
     kind = "judge"
 
@@ -385,7 +344,7 @@ class SimJudge(_SimRole):
         cfg = self.config
         if rng.random() < cfg.garbage_rate:
             return self._reply(request, "The response is hard to assess without more context.")
-        right = self.suite.sim_is_correct(item, parts[1])
+        right = self.policy.answers.sim_is_correct(item, parts[1])
         mean = cfg.judge_right if right else cfg.judge_wrong
         score = int(min(SCALE, max(0, round(float(rng.normal(mean, cfg.judge_std))))))
         verdict = "appears correct" if score >= SCALE // 2 else "appears incorrect"

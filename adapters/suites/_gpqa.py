@@ -19,14 +19,13 @@ quotes a question or an option, errors name the file, line and field only.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ttc.adapters.suites import _templates
-from ttc.adapters.suites._generic import choice_letter, read_records, record_text
-from ttc.adapters.suites._reasoning_gym import extract_last_boxed
-from ttc.engine import ConfigError, DataError, Demo, Item, Verdict
+from ttc.adapters.suites._answers import choice_letter, extract_last_boxed
+from ttc.adapters.suites._base import TemplatedSuite
+from ttc.adapters.suites._records import check_unique, read_records, record_text
+from ttc.engine import ConfigError, DataError, Item, Verdict
 
 __all__ = ["LETTERS", "OPTION_FIELDS", "GPQASuite"]
 
@@ -40,7 +39,6 @@ OPTION_FIELDS: tuple[str, ...] = (
 """The option columns; an item's `meta["order"]` lists them in the order of A, B, C, D."""
 
 _ID_FIELD = "Record ID"
-_LEADS = ("The final answer is", "Therefore, the answer is", "So the correct option is")
 
 
 def _option_order(seed: int, item_id: str) -> tuple[str, ...]:
@@ -54,11 +52,10 @@ def _option_order(seed: int, item_id: str) -> tuple[str, ...]:
     return tuple(order)
 
 
-class GPQASuite:
+class GPQASuite(TemplatedSuite):
     """GPQA from a CSV or JSONL(.gz) file, options shuffled per question by `seed`."""
 
     name = "gpqa"
-    sim_prose: bool = True
 
     def __init__(self, path: str | Path, seed: int = 0) -> None:
         if not isinstance(seed, int) or isinstance(seed, bool):
@@ -91,12 +88,7 @@ class GPQASuite:
             item_id = f"gpqa-{line}"
             if _ID_FIELD in record:
                 item_id = record_text(self.path, line, record, _ID_FIELD)
-            if item_id in first_line:
-                raise DataError(
-                    f"{self.path}:{line}: field {_ID_FIELD!r}: duplicate id {item_id!r} "
-                    f"(first on line {first_line[item_id]})"
-                )
-            first_line[item_id] = line
+            check_unique(first_line, item_id, self.path, line, _ID_FIELD)
             order = _option_order(self.seed, item_id)
             letter = LETTERS[order.index(OPTION_FIELDS[0])]
             options = "\n".join(f"{x}) {texts[f]}" for x, f in zip(LETTERS, order, strict=True))
@@ -115,19 +107,6 @@ class GPQASuite:
             self._items = self._load()
         return list(self._items)
 
-    def prepare(self) -> None:
-        """Nothing to build: the verifier is a pattern match."""
-
-    def warmup_prompt(self, item: Item) -> str:
-        """The paper's GPQA warm-up prompt."""
-        return _templates.warmup_prompt(self.name, item.question)
-
-    def adaptive_prompt(self, item: Item, demos: Sequence[Demo]) -> str:
-        """The paper's GPQA adaptive prompt, with the demos in order."""
-        return _templates.adaptive_prompt(
-            self.name, item.question, [(d.question, d.response) for d in demos]
-        )
-
     def judge(self, item: Item, response: str) -> Verdict:
         """1.0 iff the last `\\boxed{}` holds exactly the reference letter (see `choice_letter`)."""
         answer = extract_last_boxed(response)
@@ -137,17 +116,3 @@ class GPQASuite:
         if letter is None:
             return Verdict(0.0, answer, "the boxed answer is not a single letter A-D")
         return Verdict(float(letter == item.reference), letter)
-
-    def sim_response(self, item: Item, correct: bool, seed: int) -> str:
-        """The final-answer sentence: the reference letter if `correct`, else another letter."""
-        rng = random.Random(f"{item.id}\x1f{seed}")
-        lead = rng.choice(_LEADS)
-        letter = item.reference
-        if not correct:
-            letter = rng.choice([x for x in LETTERS if x != item.reference])
-        return f"{lead} \\boxed{{{letter}}}"
-
-    def sim_is_correct(self, item: Item, response: str) -> bool:
-        """Whether the last boxed answer is the reference letter."""
-        answer = extract_last_boxed(response)
-        return answer is not None and choice_letter(answer, LETTERS) == item.reference

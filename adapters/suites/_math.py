@@ -38,17 +38,17 @@ form (no math-verify): spaces, `\\left`/`\\right` and a trailing period dropped,
 
 from __future__ import annotations
 
-import random
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ttc.adapters.suites import _templates
-from ttc.adapters.suites._reasoning_gym import extract_last_boxed
-from ttc.engine import ConfigError, DataError, Demo, Item, Verdict, read_jsonl
+from ttc.adapters.suites._answers import extract_last_boxed
+from ttc.adapters.suites._base import TemplatedSuite
+from ttc.adapters.suites._records import check_unique
+from ttc.engine import ConfigError, DataError, Item, Verdict, read_jsonl
 
 __all__ = ["KINDS", "MathSuite"]
 
@@ -59,16 +59,11 @@ KINDS: tuple[str, ...] = ("math500", "minerva")
 _TIMEOUT_S = 5
 # How far an answer may be from a numeric reference, relative to it: six significant digits.
 _REL_TOL = 5e-6
-_LEADS = ("The final answer is", "Therefore, the answer is", "So the final answer is")
 # A decimal literal in e-notation, not part of a longer word or number.
 _SCI = re.compile(r"(?<![\w.])(\d+(?:\.\d*)?|\.\d+)[eE]([+-]?\d+)(?![\w.])")
 # Python spellings in Minerva references: `-1./3`, `np.arcsin(10/13)`.
 _BARE_POINT = re.compile(r"(\d)\.(?=\s*(?:[/)},]|$))")
 _NUMPY_CALL = re.compile(r"\bnp\.([a-z]+)\(")
-_DIGITS = re.compile(r"\d+")
-_SIGNS = re.compile(r"[+-]")
-_CHOICE = re.compile(r"\\text\{\(([A-Z])\)\}")
-_TEXT = re.compile(r"\\text\{[^{}]*\}")
 _FIELDS: dict[str, dict[str, type]] = {
     "math500": {
         "problem": str,
@@ -214,57 +209,15 @@ def _load(kind: str, path: Path) -> list[Item]:
             raise DataError(f"{path}:{lineno}: field {ref_field!r}: empty reference answer")
         if not item_id.strip():
             raise DataError(f"{path}:{lineno}: field {id_field!r}: empty")
-        if item_id in seen:
-            raise DataError(
-                f"{path}:{lineno}: field {id_field!r}: duplicate id {item_id!r} "
-                f"(first on line {seen[item_id]})"
-            )
-        seen[item_id] = lineno
+        check_unique(seen, item_id, path, lineno, id_field)
         items.append(Item(item_id, values["problem"], reference, meta))
     if not items:
         raise DataError(f"{path}: no items")
     return items
 
 
-def _perturb_digits(reference: str, rng: random.Random) -> str:
-    """`reference` with one digit of one of its numbers moved by 1 or 2."""
-    runs = list(_DIGITS.finditer(reference))
-    run = rng.choice(runs)
-    pos = run.start() + rng.randrange(len(run.group()))
-    digit = int(reference[pos])
-    # No new leading zero, and no 0 for a lone digit (which may be a denominator).
-    lowest = 1 if pos == run.start() and (len(run.group()) > 1 or digit != 0) else 0
-    choices = [d for d in (digit - 2, digit - 1, digit + 1, digit + 2) if lowest <= d <= 9]
-    return f"{reference[:pos]}{rng.choice(choices)}{reference[pos + 1 :]}"
-
-
-def _wrong_answers(reference: str, rng: random.Random) -> Iterator[str]:
-    """Plausibly wrong answers in the style of `reference`, then cruder ones."""
-    choice = _CHOICE.fullmatch(reference)
-    if choice is not None:
-        others = [c for c in "ABCDE" if c != choice.group(1)]
-        rng.shuffle(others)
-        for letter in others:
-            yield f"\\text{{({letter})}}"
-    elif _TEXT.fullmatch(reference) is None and _DIGITS.search(reference):
-        for _ in range(3):
-            yield _perturb_digits(reference, rng)
-    elif signs := list(_SIGNS.finditer(reference)):
-        for _ in range(2):  # a sign error, the symbolic near miss
-            at = rng.choice(signs).start()
-            flipped = "+" if reference[at] == "-" else "-"
-            yield f"{reference[:at]}{flipped}{reference[at + 1 :]}"
-    if _TEXT.fullmatch(reference) is None:
-        # Beyond math-verify's rounding even for tiny references, and fine for symbolic ones.
-        yield f"{reference} + 1"
-    yield "\\text{none}"
-    yield "\\text{no answer}"
-
-
-class MathSuite:
+class MathSuite(TemplatedSuite):
     """MATH-500 (`kind="math500"`) or MinervaMath (`kind="minerva"`), loaded from `path`."""
-
-    sim_prose: bool = True
 
     def __init__(self, kind: str, path: str | Path) -> None:
         if kind not in KINDS:
@@ -274,7 +227,6 @@ class MathSuite:
         # Eager, so a bad file fails before any request is sent.
         self._items = _load(kind, self.path)
         self._gold: dict[str, list[Any]] = {}
-        self._sim_accepts: dict[tuple[str, str], bool] = {}
 
     # Workers receive the suite pickled: ship the settings and the items as plain data, and
     # rebuild the parsed-reference cache on the other side.
@@ -290,21 +242,10 @@ class MathSuite:
         self.path = Path(state["path"])
         self._items = [Item(*fields) for fields in state["items"]]
         self._gold = {}
-        self._sim_accepts = {}
 
     def items(self) -> list[Item]:
         """All items, in file order."""
         return list(self._items)
-
-    def warmup_prompt(self, item: Item) -> str:
-        """The paper's warm-up prompt for this suite."""
-        return _templates.warmup_prompt(self.name, item.question)
-
-    def adaptive_prompt(self, item: Item, demos: Sequence[Demo]) -> str:
-        """The paper's adaptive prompt for this suite, with the demos in order."""
-        return _templates.adaptive_prompt(
-            self.name, item.question, [(d.question, d.response) for d in demos]
-        )
 
     def prepare(self) -> None:
         """Import math-verify and run one parse and comparison (verifier workers' start-up)."""
@@ -345,6 +286,11 @@ class MathSuite:
             return False, "not the reference to six significant digits"
         return True, ""
 
+    def check(self, item: Item, answer: str) -> tuple[bool, str]:
+        """Whether math-verify accepts the extracted `answer` for `item`, and why not (it may
+        raise); with math-verify's timeouts in a main thread only."""
+        return self._check(item, answer, _timeouts())
+
     def judge(self, item: Item, response: str) -> Verdict:
         """1.0 if math-verify finds the last `\\boxed{}` answer equivalent to the reference."""
         answer = extract_last_boxed(response)
@@ -360,33 +306,3 @@ class MathSuite:
     def answer_key(answer: str) -> str:
         """Self-consistency's key of an extracted answer (see the module's docstring)."""
         return answer_key(answer)
-
-    def sim_response(self, item: Item, correct: bool, seed: int) -> str:
-        """The final-answer sentence of a response: the reference if `correct`, else a miss."""
-        rng = random.Random(f"{item.id}\x1f{seed}")
-        lead = rng.choice(_LEADS)
-        if correct:
-            return f"{lead} \\boxed{{{item.reference}}}"
-        # Off the main thread (an event loop in a thread) the candidates are checked without
-        # timeouts: they are small edits of a reference that parses.
-        timeouts = _timeouts()
-        answer = ""
-        for answer in _wrong_answers(item.reference, rng):
-            if answer.strip() == item.reference.strip():
-                continue
-            # Few distinct candidates per item, and some take math-verify its whole timeout.
-            accepted = self._sim_accepts.get((item.id, answer))
-            if accepted is None:
-                try:
-                    accepted, _ = self._check(item, answer, timeouts)
-                except Exception:
-                    accepted = False  # judge() scores an unreadable answer 0.0: a miss all the same
-                self._sim_accepts[item.id, answer] = accepted
-            if not accepted:
-                break
-        return f"{lead} \\boxed{{{answer}}}"
-
-    def sim_is_correct(self, item: Item, response: str) -> bool:
-        """Whether the last boxed answer is the reference string: the simulator's cheap check."""
-        answer = extract_last_boxed(response)
-        return answer is not None and answer == item.reference.strip()

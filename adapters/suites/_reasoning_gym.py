@@ -17,14 +17,12 @@ default, 10^-8 for the hard config).
 
 from __future__ import annotations
 
-import random
-import re
 from collections.abc import Callable, Sequence
-from decimal import Decimal
 from typing import Any
 
-from ttc.adapters.suites import _templates
-from ttc.engine import ConfigError, Demo, Item, Verdict
+from ttc.adapters.suites._answers import extract_last_boxed
+from ttc.adapters.suites._base import TemplatedSuite
+from ttc.engine import ConfigError, Item, Verdict
 
 __all__ = ["DEFAULT_TASKS", "ReasoningGymSuite", "extract_last_boxed"]
 
@@ -38,34 +36,8 @@ DEFAULT_TASKS: tuple[str, ...] = (
 
 # Above every curriculum's top level: set_global_level clamps each attribute to its maximum.
 _HARDEST_LEVEL = 1_000
-_BOXED = re.compile(r"\\boxed\s*\{")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_LEADS = ("The final answer is", "Therefore, the answer is", "So the final answer is")
 
 Scorer = Callable[[str | None, dict[str, Any]], float]
-
-
-def extract_last_boxed(text: str) -> str | None:
-    """The stripped content of the last `\\boxed{...}` in `text` (braces balanced), else None."""
-    # Search from the end: responses are long and the answer is near their end.
-    at = len(text)
-    while (at := text.rfind("\\boxed", 0, at)) != -1:
-        match = _BOXED.match(text, at)
-        if match is not None:
-            break
-    else:
-        return None
-    start = match.end()
-    depth = 1
-    for pos in range(start, len(text)):
-        char = text[pos]
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start:pos].strip()
-    return None  # the last box never closes (e.g. a truncated response): no answer
 
 
 def _hard_config(task: str, seed: int, size: int) -> dict[str, Any]:
@@ -78,54 +50,10 @@ def _hard_config(task: str, seed: int, size: int) -> dict[str, Any]:
     return dict(vars(config))
 
 
-def _perturb_number(text: str, rng: random.Random) -> str:
-    """`text` (a decimal literal) changed in one of its leading digits, same decimal places."""
-    value = Decimal(text)
-    places = len(text.split(".")[1]) if "." in text else 0
-    if places == 0:
-        step = Decimal(rng.randint(1, 3))
-    else:
-        # Change one of the five leading significant digits, so the answer is visibly wrong
-        # rather than wrong in a last digit the scorer's tolerance would forgive.
-        top = value.copy_abs().adjusted() if value != 0 else 0
-        exponent = rng.randint(max(-places, top - 4), max(-places, top))
-        step = Decimal(rng.randint(1, 3)).scaleb(exponent)
-    new = value + step if rng.random() < 0.5 else value - step
-    if value >= 0 > new:  # counts, radii and angles stay non-negative
-        new = value + step
-    return f"{new:.{places}f}"
-
-
-def _wrong_answer(task: str, reference: str, rng: random.Random, attempt: int) -> str:
-    """A plausibly wrong answer in the format of `reference`; later attempts are cruder."""
-    if task == "binary_alternation" and reference != "-1" and rng.random() < 0.25:
-        return "-1"  # the classic mistake: calling a solvable string impossible
-    if reference == "-1":
-        return str(rng.randint(0, 5))
-    numbers = list(_NUMBER.finditer(reference))
-    if not numbers:
-        return reference + " (unsure)"
-    if attempt >= 3:  # off by one unit: beyond any reasoning-gym tolerance
-        first = numbers[0]
-        bumped = Decimal(first.group()) + 1
-        places = len(first.group().split(".")[1]) if "." in first.group() else 0
-        return f"{reference[: first.start()]}{bumped:.{places}f}{reference[first.end() :]}"
-    # Perturb each number with probability 1/2, and at least one of them.
-    chosen = {i for i in range(len(numbers)) if rng.random() < 0.5} or {rng.randrange(len(numbers))}
-    out, last = [], 0
-    for i, match in enumerate(numbers):
-        out.append(reference[last : match.start()])
-        out.append(_perturb_number(match.group(), rng) if i in chosen else match.group())
-        last = match.end()
-    out.append(reference[last:])
-    return "".join(out)
-
-
-class ReasoningGymSuite:
+class ReasoningGymSuite(TemplatedSuite):
     """The paper's Reasoning Gym benchmark: `per_task` hard problems of each task, interleaved."""
 
     name = "reasoning_gym"
-    sim_prose: bool = True
 
     def __init__(
         self, per_task: int = 100, seed: int = 42, tasks: Sequence[str] = DEFAULT_TASKS
@@ -182,16 +110,6 @@ class ReasoningGymSuite:
             ]
         return list(self._items)
 
-    def warmup_prompt(self, item: Item) -> str:
-        """The paper's Reasoning Gym warm-up prompt."""
-        return _templates.warmup_prompt(self.name, item.question)
-
-    def adaptive_prompt(self, item: Item, demos: Sequence[Demo]) -> str:
-        """The paper's Reasoning Gym adaptive prompt, with the demos in order."""
-        return _templates.adaptive_prompt(
-            self.name, item.question, [(d.question, d.response) for d in demos]
-        )
-
     def prepare(self) -> None:
         """Build every task's scorer now (verifier workers call this at start-up)."""
         for task in self.tasks:
@@ -208,7 +126,8 @@ class ReasoningGymSuite:
             self._scorers[task] = scorer
         return scorer
 
-    def _score(self, item: Item, answer: str) -> float:
+    def score(self, item: Item, answer: str) -> float:
+        """The task's own reasoning-gym score of an extracted `answer` (it may raise)."""
         return float(self._scorer(item.meta["task"])(answer, item.meta["entry"]))
 
     def judge(self, item: Item, response: str) -> Verdict:
@@ -217,30 +136,7 @@ class ReasoningGymSuite:
         if answer is None:
             return Verdict(0.0, None, "no \\boxed{} answer")
         try:
-            score = self._score(item, answer)
+            score = self.score(item, answer)
         except Exception as exc:  # a scorer bug must cost one verdict, not the run
             return Verdict(0.0, answer, f"scorer raised {type(exc).__name__}: {exc}")
         return Verdict(score, answer)
-
-    def sim_response(self, item: Item, correct: bool, seed: int) -> str:
-        """The final-answer sentence of a response: the reference if `correct`, else a near miss."""
-        rng = random.Random(f"{item.id}\x1f{seed}")
-        lead = rng.choice(_LEADS)
-        if correct:
-            return f"{lead} \\boxed{{{item.reference}}}"
-        task = str(item.meta["task"])
-        answer = item.reference
-        for attempt in range(4):
-            answer = _wrong_answer(task, item.reference, rng, attempt)
-            # A perturbation can land inside the scorer's tolerance; only a miss will do.
-            try:
-                if answer.strip() != item.reference.strip() and self._score(item, answer) < 1.0:
-                    break
-            except Exception:
-                break  # the scorer cannot read it: judge() scores that 0.0, a miss all the same
-        return f"{lead} \\boxed{{{answer}}}"
-
-    def sim_is_correct(self, item: Item, response: str) -> bool:
-        """Whether the last boxed answer is the reference string: the simulator's cheap check."""
-        answer = extract_last_boxed(response)
-        return answer is not None and answer == item.reference.strip()

@@ -323,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs=argparse.REMAINDER,
         help="flags to change on the way, e.g. --max-cost 5 or --concurrency 8",
     )
-    from ttc.adapters.sim._serve import add_serve_arguments
+    from ttc.adapters.sim import add_serve_arguments
     from ttc.engine.cli._batch import add_batch_arguments
 
     srv = sub.add_parser(

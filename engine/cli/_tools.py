@@ -39,7 +39,7 @@ async def cmd_report(args: argparse.Namespace) -> int:
 
 async def cmd_serve(args: argparse.Namespace) -> int:
     """`ttc serve`: until Ctrl-C or SIGTERM, which end it cleanly (exit 0)."""
-    from ttc.adapters.sim._serve import SimServer, options_from_args, serve_forever
+    from ttc.adapters.sim import SimServer, options_from_args, serve_forever
 
     options = options_from_args(args)
     suite, items = suite_and_items(SuiteSpec.from_args(args))

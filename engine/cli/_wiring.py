@@ -168,7 +168,7 @@ def role_provider_from(spec: RunSpec, role: str, suite: Suite, items: Sequence[I
             spec.provider.base_url if same else None,
             spec.provider.api_key_env if same else None,
         )
-    from ttc.adapters.sim._sim import SimConfig, SimDifficulty, SimJudge, SimRoleConfig
+    from ttc.adapters.sim import SimConfig, SimDifficulty, SimJudge, SimRoleConfig
 
     # The policy simulator's seed, so the rater sees the same latent difficulties.
     stand_in = SimJudge if role == "judge" else SimDifficulty

@@ -26,19 +26,18 @@ from fakes import FakeSuite
 from fakes import items as fake_items
 
 from ttc.adapters.providers._http import SIM_FINGERPRINT, SIM_MODEL_SUFFIX, parse_duration
-from ttc.adapters.sim._promptmap import PromptMap
-from ttc.adapters.sim._serve import (
-    FAULTS,
+from ttc.adapters.sim import (
     ServeOptions,
     SimServer,
-    _go_duration,
-    _proto_duration,
-    _Window,
     add_serve_arguments,
+    answers_for,
     options_from_args,
     running_server,
     serve_forever,
 )
+from ttc.adapters.sim._admission import Window, go_duration, proto_duration
+from ttc.adapters.sim._options import FAULTS
+from ttc.adapters.sim._promptmap import PromptMap
 from ttc.adapters.sim._sim import SimConfig, SimProvider
 from ttc.adapters.suites._gpqa import GPQASuite
 from ttc.adapters.suites._livecodebench import LiveCodeBenchSuite
@@ -108,7 +107,12 @@ def _adaptive(
     others = [i for i in items if i.id != target.id]
     chosen = rng.sample(others, rng.randint(1, min(max_demos, len(others))))
     demos = [
-        Demo(d.id, d.question, suite.sim_response(d, rng.random() < 0.5, rng.randrange(99)), 0.5)
+        Demo(
+            d.id,
+            d.question,
+            answers_for(suite).sim_response(d, rng.random() < 0.5, rng.randrange(99)),
+            0.5,
+        )
         for d in chosen
     ]
     return suite.adaptive_prompt(target, demos), target, demos
@@ -258,7 +262,7 @@ def test_flags_parse_into_options() -> None:
 
 
 def test_duration_formats() -> None:
-    assert [_go_duration(s) for s in (0.12, 0.0004, 1, 17.28, 360, 3723.5)] == [
+    assert [go_duration(s) for s in (0.12, 0.0004, 1, 17.28, 360, 3723.5)] == [
         "120ms",
         "1ms",
         "1s",
@@ -266,7 +270,7 @@ def test_duration_formats() -> None:
         "6m0s",
         "1h2m3.5s",
     ]
-    assert [_proto_duration(s) for s in (3, 0.12, 1.5)] == ["3s", "0.120s", "1.500s"]
+    assert [proto_duration(s) for s in (3, 0.12, 1.5)] == ["3s", "0.120s", "1.500s"]
 
 
 # --- the server ---------------------------------------------------------------------------------
@@ -487,13 +491,13 @@ async def test_rpm_limit_answers_429_with_headers_and_recovers(
 
 
 def test_window_full_is_the_newest_entry_leaving_room_the_oldest() -> None:
-    requests = _Window(limit=2, span=10.0)
+    requests = Window(limit=2, span=10.0)
     assert (requests.full(0.0), requests.room(0.0)) == (0.0, 0.0)
     requests.add(0.0, 1)
     requests.add(4.0, 1)
     # Full allowance once the request at 4 leaves; room for one more once the one at 0 does.
     assert (requests.full(5.0), requests.room(5.0)) == (9.0, 5.0)
-    tokens = _Window(limit=100, span=10.0)
+    tokens = Window(limit=100, span=10.0)
     for at, amount in ((0.0, 20), (2.0, 30), (4.0, 90)):
         tokens.add(at, amount)
     # 140 held, 100 allowed: the entries at 0 and 2 must both leave before it holds fewer.
@@ -508,7 +512,7 @@ async def test_a_429_says_when_there_is_room_and_the_headers_when_the_window_is_
     # 12 per minute over a 10 s window: 2 per window, on a clock the test moves.
     async with running_server(_options(rpm=12, window=10.0)) as server:
         clock = [100.0]
-        server._core._now = lambda: clock[0]
+        server._core.gate._now = lambda: clock[0]
         url = f"{server.base_url_openai}/chat/completions"
         for at in (100.0, 104.0):
             clock[0] = at

@@ -21,14 +21,10 @@ import math_verify
 import numpy as np
 import pytest
 
+from ttc.adapters.sim import answers_for
 from ttc.adapters.suites import _templates
-from ttc.adapters.suites._generic import (
-    GenericConfig,
-    GenericSuite,
-    _as_score,
-    choice_letter,
-    parse_number,
-)
+from ttc.adapters.suites._answers import choice_letter, parse_number
+from ttc.adapters.suites._generic import GenericConfig, GenericSuite, _as_score
 from ttc.engine._errors import ConfigError, DataError
 from ttc.engine._types import Demo, Item, Suite
 from ttc.engine.cli._rescore import rescore
@@ -165,7 +161,7 @@ def test_extraction_modes(tmp_path: Path, extract: str, right: str, wrong: str) 
     suite = suite_of(tmp_path, ["7"], extract=extract)
     item = suite.items()[0]
     assert scores(suite, item, [right, wrong]) == [1.0, 0.0]
-    assert suite.sim_prose is (extract != "full")
+    assert answers_for(suite).sim_prose is (extract != "full")
 
 
 @pytest.mark.parametrize(
@@ -687,14 +683,14 @@ def test_sim_responses_agree_with_the_judge(
 ) -> None:
     suite = suite_of(tmp_path, answers, verifier, **changes)
     for item in suite.items():
-        right = suite.sim_response(item, True, 0)
+        right = answers_for(suite).sim_response(item, True, 0)
         assert suite.judge(item, right).score == 1.0, right
-        assert suite.sim_is_correct(item, right)
+        assert answers_for(suite).sim_is_correct(item, right)
         for seed in range(5):
-            wrong = suite.sim_response(item, False, seed)
-            assert wrong == suite.sim_response(item, False, seed)
+            wrong = answers_for(suite).sim_response(item, False, seed)
+            assert wrong == answers_for(suite).sim_response(item, False, seed)
             assert suite.judge(item, wrong).score < 1.0, wrong
-            assert not suite.sim_is_correct(item, wrong), wrong
+            assert not answers_for(suite).sim_is_correct(item, wrong), wrong
 
 
 def test_pickle_round_trip_then_judge(tmp_path: Path, checks: str) -> None:
@@ -702,7 +698,7 @@ def test_pickle_round_trip_then_judge(tmp_path: Path, checks: str) -> None:
     clone = pickle.loads(pickle.dumps(suite))
     for item in suite.items():
         assert clone.judge(item, f"\\boxed{{{item.reference}}}").score == 1.0
-        assert clone.judge(item, suite.sim_response(item, False, 1)).score == 0.0
+        assert clone.judge(item, answers_for(suite).sim_response(item, False, 1)).score == 0.0
     assert clone.items() == suite.items()
     assert clone.warmup_prompt(suite.items()[0]) == suite.warmup_prompt(suite.items()[0])
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from ttc.adapters.sim import answers_for
 from ttc.adapters.suites import _templates
 from ttc.adapters.suites._gpqa import LETTERS, OPTION_FIELDS, GPQASuite
 from ttc.engine._errors import ConfigError, DataError
@@ -159,15 +160,15 @@ def test_real_correct_option_sits_at_the_reference_letter(
 @needs_real
 def test_real_sim_answers_score_as_decided(real: GPQASuite) -> None:
     for item in real.items():
-        right = real.sim_response(item, True, 0)
+        right = answers_for(real).sim_response(item, True, 0)
         right_score = real.judge(item, right).score
-        right_seen = real.sim_is_correct(item, right)
+        right_seen = answers_for(real).sim_is_correct(item, right)
         assert (right_score, right_seen) == (1.0, True), item.id
         for seed in range(4):
-            wrong = real.sim_response(item, False, seed)
-            repeatable = wrong == real.sim_response(item, False, seed)
+            wrong = answers_for(real).sim_response(item, False, seed)
+            repeatable = wrong == answers_for(real).sim_response(item, False, seed)
             wrong_score = real.judge(item, wrong).score
-            wrong_seen = real.sim_is_correct(item, wrong)
+            wrong_seen = answers_for(real).sim_is_correct(item, wrong)
             assert (repeatable, wrong_score, wrong_seen) == (True, 0.0, False), (item.id, seed)
 
 
@@ -241,9 +242,9 @@ def test_judge_rejects_other_answers_with_a_reason(
 
 def test_wrong_sim_letters_vary_with_the_seed(tmp_path: Path) -> None:
     suite = GPQASuite(write_jsonl(tmp_path / "g.jsonl", [record(1)]))
-    wrong = {suite.sim_response(ITEM, False, seed)[-2] for seed in range(40)}
+    wrong = {answers_for(suite).sim_response(ITEM, False, seed)[-2] for seed in range(40)}
     assert wrong == {"A", "B", "D"}
-    assert suite.sim_prose is True
+    assert answers_for(suite).sim_prose is True
 
 
 # --- loading -----------------------------------------------------------------------------------
@@ -466,7 +467,9 @@ def test_prompts_are_the_papers_gpqa_templates(tmp_path: Path) -> None:
 def test_judge_in_a_spawned_worker(tmp_path: Path) -> None:
     suite = GPQASuite(write_jsonl(tmp_path / "g.jsonl", [record(i) for i in range(4)]))
     items = suite.items()
-    responses = [suite.sim_response(item, i % 2 == 0, i) for i, item in enumerate(items)]
+    responses = [
+        answers_for(suite).sim_response(item, i % 2 == 0, i) for i, item in enumerate(items)
+    ]
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
         verdicts = list(pool.map(suite.judge, items, responses))

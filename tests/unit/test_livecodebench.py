@@ -18,18 +18,18 @@ from typing import Any
 
 import pytest
 
-from ttc.adapters.sandbox import _sandbox
+from ttc.adapters.sandbox import _hide, _sandbox
+from ttc.adapters.sim import answers_for
 from ttc.adapters.suites import _templates
-from ttc.adapters.suites._livecodebench import (
+from ttc.adapters.suites._lcb_judge import (
     LCB_IMPORTS,
-    LiveCodeBenchSuite,
-    TestCase,
-    _unpack,
-    _values_match,
     extract_code,
     lcb_prelude,
     outputs_match,
+    values_match,
 )
+from ttc.adapters.suites._lcb_records import TestCase, unpack
+from ttc.adapters.suites._livecodebench import LiveCodeBenchSuite
 from ttc.engine._errors import ConfigError, DataError
 from ttc.engine._types import Demo, Item, Suite, Verdict
 
@@ -128,7 +128,7 @@ def test_restricted_unpickler_refuses_code(tmp_path: Path) -> None:
 
     blob = compress(Evil())
     with pytest.raises(pickle.UnpicklingError, match="system"):
-        _unpack(blob)
+        unpack(blob)
     path = write(
         tmp_path / "evil.jsonl", [json.dumps(record("lcb_sum_pairs", private_test_cases=blob))]
     )
@@ -143,8 +143,8 @@ def test_restricted_unpickler_refuses_code(tmp_path: Path) -> None:
 def test_pickles_of_anything_but_a_json_string_are_refused(tmp_path: Path) -> None:
     tests = [{"input": "1\n", "output": "1\n", "testtype": "stdin"}]
     with pytest.raises(ValueError, match="not a JSON string"):
-        _unpack(compress(tests))  # the list itself rather than its JSON text
-    assert json.loads(_unpack(compress(json.dumps(tests)))) == tests
+        unpack(compress(tests))  # the list itself rather than its JSON text
+    assert json.loads(unpack(compress(json.dumps(tests)))) == tests
 
 
 def without(field: str) -> Any:
@@ -481,7 +481,7 @@ def test_stdout_comparison(got: str, want: str, accepted: bool) -> None:
     ],
 )
 def test_functional_result_comparison(got: Any, want: Any, accepted: bool) -> None:
-    assert _values_match(got, want) is accepted
+    assert values_match(got, want) is accepted
 
 
 @pytest.fixture
@@ -501,7 +501,7 @@ def test_programs_cannot_read_the_expected_outputs(
     if "mount" not in _sandbox.protections()["namespaces"]:
         pytest.skip("no mount namespace here: the problems file is as readable as its mode says")
     # /tmp visible, so that only the suite hides the copy
-    monkeypatch.setattr(_sandbox, "_HIDDEN", tuple(d for d in _sandbox._HIDDEN if d != "/tmp"))
+    monkeypatch.setattr(_hide, "_HIDDEN", tuple(d for d in _hide._HIDDEN if d != "/tmp"))
     suite = LiveCodeBenchSuite(public_copy, None, None)
     item = next(i for i in suite.items() if i.id == "lcb_sum_pairs")
     cheat = (
@@ -563,7 +563,10 @@ def test_pickle_round_trip_then_judge_in_a_spawned_process(
         suite.timeout_s,
     )
     item = items["lcb_rotate"]
-    pairs = [(item, REFERENCE["lcb_rotate"]), (item, suite.sim_response(item, False, 1))]
+    pairs = [
+        (item, REFERENCE["lcb_rotate"]),
+        (item, answers_for(suite).sim_response(item, False, 1)),
+    ]
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         verdicts = pool.submit(_judge_pairs, clone, pairs).result(timeout=120)
     assert [v.score for v in verdicts] == [1.0, 0.0]
@@ -572,18 +575,20 @@ def test_pickle_round_trip_then_judge_in_a_spawned_process(
 def test_sim_programs_pass_and_fail_under_the_real_judge(
     suite: LiveCodeBenchSuite, items: dict[str, Item]
 ) -> None:
-    assert suite.sim_prose is False
+    assert answers_for(suite).sim_prose is False
     for item in items.values():
         for seed in (0, 1):
-            right = suite.sim_response(item, True, seed)
-            wrong = suite.sim_response(item, False, seed)
-            assert suite.sim_is_correct(item, right)
-            assert not suite.sim_is_correct(item, wrong)
+            right = answers_for(suite).sim_response(item, True, seed)
+            wrong = answers_for(suite).sim_response(item, False, seed)
+            assert answers_for(suite).sim_is_correct(item, right)
+            assert not answers_for(suite).sim_is_correct(item, wrong)
             assert suite.judge(item, right).score == 1.0, item.id
             verdict = suite.judge(item, wrong)
             assert verdict.score == 0.0, item.id
             assert "wrong answer" in verdict.detail, verdict
-        assert suite.sim_response(item, False, 5) == suite.sim_response(item, False, 5)
+        assert answers_for(suite).sim_response(item, False, 5) == answers_for(suite).sim_response(
+            item, False, 5
+        )
 
 
 def test_sim_handles_large_tables(suite: LiveCodeBenchSuite) -> None:
@@ -599,8 +604,8 @@ def test_sim_handles_large_tables(suite: LiveCodeBenchSuite) -> None:
         "",
         {"testtype": "stdin", "func_name": None, "tests": tests, "starter_code": ""},
     )
-    right = suite.sim_response(item, True, 0)
+    right = answers_for(suite).sim_response(item, True, 0)
     assert "b85decode" in right  # compressed to stay short
     assert len(right) < sum(len(t.input) for t in tests)
     assert suite.judge(item, right).score == 1.0
-    assert suite.judge(item, suite.sim_response(item, False, 0)).score == 0.0
+    assert suite.judge(item, answers_for(suite).sim_response(item, False, 0)).score == 0.0

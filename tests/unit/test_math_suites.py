@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from ttc.adapters.sim import answers_for
 from ttc.adapters.suites import _templates
 from ttc.adapters.suites._math import MathSuite
 from ttc.adapters.suites._reasoning_gym import extract_last_boxed
@@ -98,16 +99,16 @@ def _sim_checks(
     out = []
     for item in items:
         for seed in seeds:
-            wrong = suite.sim_response(item, False, seed)
-            right = suite.sim_response(item, True, seed)
+            wrong = answers_for(suite).sim_response(item, False, seed)
+            right = answers_for(suite).sim_response(item, True, seed)
             out.append(
                 (
                     item.id,
                     wrong,
                     suite.judge(item, wrong).score,
                     suite.judge(item, right).score,
-                    suite.sim_is_correct(item, wrong),
-                    suite.sim_is_correct(item, right),
+                    answers_for(suite).sim_is_correct(item, wrong),
+                    answers_for(suite).sim_is_correct(item, right),
                 )
             )
     return out
@@ -224,15 +225,19 @@ def test_sim_answers_for_every_item(
 def test_sim_responses_are_deterministic_and_in_latex(suites: dict[str, MathSuite]) -> None:
     suite = suites["math500"]
     item = next(i for i in suite.items() if i.reference == "\\frac{14}{3}")
-    assert suite.sim_response(item, False, 7) == suite.sim_response(item, False, 7)
-    answers = {extract_last_boxed(suite.sim_response(item, False, s)) for s in range(12)}
+    assert answers_for(suite).sim_response(item, False, 7) == answers_for(suite).sim_response(
+        item, False, 7
+    )
+    answers = {
+        extract_last_boxed(answers_for(suite).sim_response(item, False, s)) for s in range(12)
+    }
     assert len(answers) > 1
     for answer in answers:
         assert answer is not None
         assert re.fullmatch(r"\\frac\{\d+\}\{\d+\}", answer), answer
-    correct = suite.sim_response(item, True, 3)
+    correct = answers_for(suite).sim_response(item, True, 3)
     assert correct.endswith("\\boxed{\\frac{14}{3}}")
-    assert suite.sim_prose
+    assert answers_for(suite).sim_prose
 
 
 def _by_id(suites: dict[str, MathSuite], kind: str) -> dict[str, Item]:
@@ -392,9 +397,11 @@ def test_no_boxed_answer_scores_zero(suites: dict[str, MathSuite]) -> None:
 def test_sim_is_correct_compares_strings(suites: dict[str, MathSuite]) -> None:
     suite = suites["minerva"]
     item = _by_id(suites, "minerva")["1"]
-    assert suite.sim_is_correct(item, "so \\boxed{ 4.5e33 }")
-    assert not suite.sim_is_correct(item, "so \\boxed{4.5 \\times 10^{33}}")  # string compare
-    assert not suite.sim_is_correct(item, "no box")
+    assert answers_for(suite).sim_is_correct(item, "so \\boxed{ 4.5e33 }")
+    assert not answers_for(suite).sim_is_correct(
+        item, "so \\boxed{4.5 \\times 10^{33}}"
+    )  # string compare
+    assert not answers_for(suite).sim_is_correct(item, "no box")
 
 
 # --- processes -------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
+from ttc.adapters.sim import answers_for
 from ttc.adapters.suites._reasoning_gym import DEFAULT_TASKS, ReasoningGymSuite, extract_last_boxed
 from ttc.engine._errors import ConfigError
 from ttc.engine._types import Demo, Item, Suite, Verdict
@@ -93,20 +94,20 @@ def test_judge_reference_and_garbage(suite: ReasoningGymSuite, items: list[Item]
 
 def test_sim_responses_score_as_decided(suite: ReasoningGymSuite, items: list[Item]) -> None:
     for item in items:
-        right = suite.sim_response(item, True, 0)
+        right = answers_for(suite).sim_response(item, True, 0)
         assert right.endswith(f"\\boxed{{{item.reference}}}")
         assert suite.judge(item, right).score == 1.0
-        assert suite.sim_is_correct(item, right)
+        assert answers_for(suite).sim_is_correct(item, right)
         for seed in range(6):
-            wrong = suite.sim_response(item, False, seed)
-            assert wrong == suite.sim_response(item, False, seed)
+            wrong = answers_for(suite).sim_response(item, False, seed)
+            assert wrong == answers_for(suite).sim_response(item, False, seed)
             assert suite.judge(item, wrong).score < 1.0, (item.id, wrong)
-            assert not suite.sim_is_correct(item, wrong)
+            assert not answers_for(suite).sim_is_correct(item, wrong)
 
 
 def test_wrong_answers_keep_the_reference_format(suite: ReasoningGymSuite) -> None:
     for item in suite.items()[:40]:
-        wrong = extract_last_boxed(suite.sim_response(item, False, 1))
+        wrong = extract_last_boxed(answers_for(suite).sim_response(item, False, 1))
         assert wrong is not None
         if item.reference.endswith("°"):
             assert wrong.endswith("°")
@@ -132,7 +133,7 @@ def test_pickle_round_trip_then_judge(suite: ReasoningGymSuite, items: list[Item
     clone = pickle.loads(pickle.dumps(suite))
     for item in items[:8]:
         assert clone.judge(item, f"\\boxed{{{item.reference}}}").score == 1.0
-        assert clone.judge(item, suite.sim_response(item, False, 3)).score < 1.0
+        assert clone.judge(item, answers_for(suite).sim_response(item, False, 3)).score < 1.0
 
 
 def test_judge_in_a_spawned_worker(suite: ReasoningGymSuite, items: list[Item]) -> None:

@@ -18,14 +18,22 @@ from typing import Any
 
 import pytest
 
-from ttc.adapters.sandbox import _sandbox
-from ttc.adapters.sandbox._sandbox import SandboxResult, protections, run_python
+from ttc.adapters.sandbox import (
+    RunOptions,
+    SandboxResult,
+    _boot,
+    _hide,
+    _launch,
+    _sandbox,
+    protections,
+    run_python,
+)
 
 GUARD = pytest.mark.parametrize("audit_guard", [True, False], ids=["guard", "os-only"])
 
 
 def run(code: str, stdin: str = "", *, timeout_s: float = 5.0, **kwargs: Any) -> SandboxResult:
-    return run_python(code, stdin, timeout_s=timeout_s, **kwargs)
+    return run_python(code, stdin, RunOptions(timeout_s=timeout_s, **kwargs))
 
 
 def live_members(pgid: int) -> list[int]:
@@ -315,7 +323,7 @@ def test_protections_report_this_machine() -> None:
     assert set(report["rlimits"]) == {"CPU", "AS", "NPROC", "FSIZE", "NOFILE", "CORE"}
     assert report["uid_dropped"] == (report["uid"] != os.geteuid())
     if "mount" in report["namespaces"]:
-        assert {"/tmp", "/dev/shm", os.path.realpath(_sandbox._PROJECT)} <= set(report["hidden"])
+        assert {"/tmp", "/dev/shm", os.path.realpath(_hide.PROJECT)} <= set(report["hidden"])
     if os.geteuid() == 0:
         assert report["uid"] == 65534
         assert report["nproc_enforced"]
@@ -386,7 +394,7 @@ def test_subinterpreters_cannot_shed_the_guard(host_tmp: Path, server: socket.so
     assert not target.exists()
     assert_no_connection(server)
     for name in ("_xxsubinterpreters", "_interpreters", "_xxinterpchannels", "_interpqueues"):
-        assert name in _sandbox._DENY_IMPORTS
+        assert name in _boot.DENY_IMPORTS
 
 
 @pytest.mark.parametrize("variant", ["default", "no-namespaces"])
@@ -493,7 +501,7 @@ def test_private_directories_are_hidden(host_tmp: Path, audit_guard: bool) -> No
     shm = Path(f"/dev/shm/ttc-test-{secrets.token_hex(8)}")
     shm.write_text("sk-in-shm\n")
     shm.chmod(0o644)
-    project = os.path.realpath(_sandbox._PROJECT)
+    project = os.path.realpath(_hide.PROJECT)
     # The interpreter's own tree stays visible (read-only) when it lies in a hidden directory.
     python = protections()["python"]
     code = (
@@ -531,7 +539,7 @@ def test_callers_can_hide_more(monkeypatch: pytest.MonkeyPatch, host_tmp: Path) 
     answers.write_text("42\n")
     answers.chmod(0o644)
     # /tmp visible, so that only `hide` hides the directory
-    monkeypatch.setattr(_sandbox, "_HIDDEN", tuple(d for d in _sandbox._HIDDEN if d != "/tmp"))
+    monkeypatch.setattr(_hide, "_HIDDEN", tuple(d for d in _hide._HIDDEN if d != "/tmp"))
     code = f"print(open({str(answers)!r}).read().strip())"
     assert run(code).stdout == "42\n"
     hidden = run(code, hide=[str(host_tmp)])
@@ -551,12 +559,17 @@ def _run_as(uid: int, script: str, timeout_s: float = 120.0) -> dict[str, Any]:
     )
     if version.stdout.strip() != "True":
         pytest.skip("/usr/bin/python3 is older than 3.10")
+    # The sandbox package on its own (stdlib only, relative imports), without ttc around it.
+    package = os.path.dirname(_sandbox.__file__)
     prologue = (
-        "import importlib.util, json, sys\n"
-        f"spec = importlib.util.spec_from_file_location('sb', {_sandbox.__file__!r})\n"
-        "S = importlib.util.module_from_spec(spec)\n"
-        "sys.modules['sb'] = S\n"
-        "spec.loader.exec_module(S)\n"
+        "import importlib, importlib.util, json, sys\n"
+        f"spec = importlib.util.spec_from_file_location('sb', {package + '/__init__.py'!r},\n"
+        f"    submodule_search_locations=[{package!r}])\n"
+        "P = importlib.util.module_from_spec(spec)\n"
+        "sys.modules['sb'] = P\n"
+        "spec.loader.exec_module(P)\n"
+        "S = importlib.import_module('sb._sandbox')\n"
+        "L = importlib.import_module('sb._limits')\n"
     )
     done = subprocess.run(
         [
@@ -603,7 +616,7 @@ def test_an_unprivileged_users_files_are_hidden_from_its_programs(host_tmp: Path
     )
     script = (
         "report = S.protections()\n"
-        f"runs = [S.run_python({program!r}, '', timeout_s=10, audit_guard=guard)\n"
+        f"runs = [S.run_python({program!r}, '', P.RunOptions(timeout_s=10, audit_guard=guard))\n"
         "        for guard in (True, False)]\n"
         "print(json.dumps({'report': report, 'runs': [[r.returncode, r.stdout, r.stderr] "
         "for r in runs]}))\n"
@@ -634,8 +647,8 @@ def test_nproc_leaves_room_beside_the_users_other_processes() -> None:
         "import subprocess\n"
         "sleepers = [subprocess.Popen(['sleep', '60']) for _ in range(70)]\n"
         "try:\n"
-        "    limit = S._nproc_limit(S.os.geteuid())\n"
-        f"    result = S.run_python({threaded!r}, '', timeout_s=10)\n"
+        "    limit = L._nproc_limit(L.os.geteuid())\n"
+        f"    result = S.run_python({threaded!r}, '', P.RunOptions(timeout_s=10))\n"
         "finally:\n"
         "    for p in sleepers:\n"
         "        p.kill(); p.wait()\n"
@@ -675,7 +688,7 @@ def test_deep_trees_are_removed() -> None:
             os.close(fd)
             fd = child
         os.close(fd)
-        _sandbox._remove_tree(str(top))
+        _launch.remove_tree(str(top))
         assert not top.exists()
     finally:
         subprocess.run(["rm", "-rf", "--", str(top)], check=False)
@@ -694,5 +707,5 @@ def test_guard_caps_the_directories_a_program_makes() -> None:
     started = time.monotonic()
     result = run(code, timeout_s=10.0)
     assert result.ok, result.stderr
-    assert result.stdout == f"{_sandbox._MAX_DIRS} sandbox: too many directories created\n"
+    assert result.stdout == f"{_boot.DIRS} sandbox: too many directories created\n"
     assert time.monotonic() - started < 5.0

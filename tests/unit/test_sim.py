@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pytest
 
+from ttc.adapters.sim import answers_for
 from ttc.adapters.sim._sim import SimConfig, SimProvider
 from ttc.adapters.suites._reasoning_gym import ReasoningGymSuite, extract_last_boxed
 from ttc.engine import LexicalEmbedder
@@ -56,7 +57,7 @@ def _demos(
         for other in pool
         if other.id != item.id and (other.meta["task"] == item.meta["task"]) == same_task
     ][:3]
-    return [Demo(o.id, o.question, suite.sim_response(o, correct, 7)) for o in chosen]
+    return [Demo(o.id, o.question, answers_for(suite).sim_response(o, correct, 7)) for o in chosen]
 
 
 def test_lexical_embedder_basics() -> None:
@@ -115,7 +116,7 @@ async def _success_rate(
         demos = demos_for(item)
         for seed in SEEDS:
             completion = await sim.generate(_request(suite, item, demos, seed=seed, n=2))
-            wins += [suite.sim_is_correct(item, text) for text in completion.texts]
+            wins += [answers_for(suite).sim_is_correct(item, text) for text in completion.texts]
     return sum(wins) / len(wins)
 
 
@@ -162,7 +163,9 @@ async def test_texts_end_with_an_answer_the_real_judge_agrees_with(
         assert suite.judge(item, bad).score < 1.0
         assert "\n\n" in good  # reasoning prose, then the answer
         for text in (await coin.generate(_request(suite, item, n=3))).texts:
-            assert (suite.judge(item, text).score == 1.0) == suite.sim_is_correct(item, text)
+            assert (suite.judge(item, text).score == 1.0) == answers_for(suite).sim_is_correct(
+                item, text
+            )
 
 
 async def test_usage(suite: ReasoningGymSuite, items: list[Item]) -> None:

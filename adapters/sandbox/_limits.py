@@ -1,0 +1,104 @@
+"""The limits of a sandboxed process, set between fork and exec: rlimits, no new privileges,
+death with its parent, the uid drop, and an environment with nothing inherited.
+
+Soft = hard for every rlimit, so the program cannot raise them; RLIMIT_NPROC counts every task of
+the program's uid, so it is what the uid has now plus `NPROC`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import resource
+import signal
+from typing import Any
+
+from ._result import RunOptions
+
+__all__ = ["NOBODY", "PRCTL", "cpu_limit", "environment", "preexec", "rlimits"]
+
+NOBODY = 65534
+"""The uid and gid a program runs as when the sandbox runs as root."""
+_NOFILE = 64
+_NPROC = 64  # processes (threads) a program may add to those its uid already has
+_PR_SET_PDEATHSIG = 1
+_PR_SET_NO_NEW_PRIVS = 38
+
+try:  # Linux only: prctl for no-new-privs and the parent-death signal
+    PRCTL: Any = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    PRCTL = None
+
+
+def rlimits(uid: int, options: RunOptions) -> tuple[tuple[int, int], ...]:
+    """The (rlimit, value) pairs of a run: CPU (the CPU budget, at least 1 s), AS, NPROC, FSIZE
+    (the output cap + 1 byte, per file), NOFILE and CORE (0)."""
+    return (
+        (resource.RLIMIT_CPU, cpu_limit(options.timeout_s, options.cpu_s)),
+        (resource.RLIMIT_AS, options.memory_mb << 20),
+        (resource.RLIMIT_NPROC, _nproc_limit(uid)),
+        (resource.RLIMIT_FSIZE, options.max_output_bytes + 1),
+        (resource.RLIMIT_NOFILE, _NOFILE),
+        (resource.RLIMIT_CORE, 0),
+    )
+
+
+def cpu_limit(timeout_s: float, cpu_s: float | None) -> int:
+    """RLIMIT_CPU in whole seconds: `cpu_s`, else the wall-clock limit, rounded up."""
+    return max(1, math.ceil(timeout_s if cpu_s is None else cpu_s))
+
+
+def preexec(limits: tuple[tuple[int, int], ...], drop: tuple[int, int] | None) -> None:
+    """Sets the limits, no new privileges, the parent-death signal and the uid drop."""
+    # Runs in the child between fork and exec: only system calls, no imports, no allocation
+    # worth speaking of.
+    for which, value in limits:
+        resource.setrlimit(which, (value, value))
+    if PRCTL is not None:
+        PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        PRCTL(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if os.geteuid() == 0:
+        os.setgroups([])
+    if drop is not None:
+        os.setgid(drop[1])
+        os.setuid(drop[0])
+
+
+def environment(scratch: str) -> dict[str, str]:
+    """The program's whole environment: nothing of the parent's (no API key) is visible."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": scratch,
+        "TMPDIR": scratch,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+    }
+
+
+def _nproc_limit(uid: int) -> int:
+    """RLIMIT_NPROC for a program run as `uid`: the tasks the uid has now, plus _NPROC.
+
+    The kernel counts every process and thread of the real uid against the limit, not only
+    the program's.
+    """
+    if uid == 0:
+        return _NPROC  # not enforced for root
+    count = 0
+    try:
+        entries = os.scandir("/proc")
+    except OSError:
+        return _NPROC
+    with entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    stat = f.read()
+                count += int(stat[stat.rfind(b")") + 2 :].split()[17])  # num_threads
+            except (OSError, ValueError, IndexError):
+                continue
+    return count + _NPROC

@@ -1,0 +1,121 @@
+"""Reading test-set files: JSONL or CSV records, optionally gzipped, with errors that name where.
+
+The loaders of GPQA and the custom suite read their records here; every DataError names the file,
+the line and the field, and never quotes the data, which may be secret (GPQA).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import zlib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from ttc.engine import DataError
+
+__all__ = ["check_unique", "read_records", "record_text"]
+
+
+def _read_text(path: Path) -> str:
+    """The whole file as text. Test sets are small; decoding at once gives exact error lines."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror})") from None
+    if path.name.endswith(".gz"):
+        try:
+            raw = gzip.decompress(raw)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            raise DataError(f"{path}: not a readable gzip file ({type(exc).__name__})") from None
+    try:
+        # utf-8-sig: spreadsheets often begin their CSV files with a byte-order mark.
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise DataError(f"{path}:{line}: not UTF-8 text") from None
+
+
+def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line, record) for each record of a JSONL or CSV file, optionally gzipped.
+
+    A CSV record's line is the one its row starts on (the header is line 1). DataError names the
+    file and line; it never quotes the data, which may be secret (GPQA).
+    """
+    base = path.name.removesuffix(".gz")
+    kind = (
+        "csv" if base.endswith(".csv") else "jsonl" if base.endswith((".jsonl", ".ndjson")) else ""
+    )
+    if not kind:
+        raise DataError(f"{path}: unknown format; expected .jsonl or .csv, optionally .gz")
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    text = _read_text(path)
+    if kind == "csv":
+        yield from _csv_records(path, io.StringIO(text, newline=""))
+        return
+    # split("\n"), not splitlines(): JSON strings may hold U+2028 and other line breaks.
+    for line, chunk in enumerate(text.split("\n"), start=1):
+        if chunk.strip():
+            yield line, _json_record(path, line, chunk)
+
+
+def _json_record(path: Path, line: int, text: str) -> dict[str, Any]:
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as exc:
+        # exc.msg never quotes the document, and `from None` drops the exception that holds it.
+        raise DataError(f"{path}:{line}: malformed JSON ({exc.msg}, column {exc.colno})") from None
+    if not isinstance(record, dict):
+        raise DataError(f"{path}:{line}: expected a JSON object, got {type(record).__name__}")
+    return record
+
+
+def _csv_records(path: Path, f: IO[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    reader = csv.reader(f, strict=True)
+    header: list[str] | None = None
+    start = 1
+    try:
+        for row in reader:
+            if header is None:
+                header = [name.strip() for name in row]
+                dupes = sorted({name for name in header if header.count(name) > 1})
+                if dupes:
+                    raise DataError(f"{path}:1: field {dupes[0]!r}: duplicate column in the header")
+            elif row:  # blank lines come back as []
+                if len(row) != len(header):
+                    raise DataError(
+                        f"{path}:{start}: malformed CSV row: {len(row)} fields, "
+                        f"the header has {len(header)}"
+                    )
+                yield start, dict(zip(header, row, strict=True))
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise DataError(f"{path}:{start}: malformed CSV row ({exc})") from None
+
+
+def record_text(path: Path, line: int, record: Mapping[str, Any], field: str) -> str:
+    """The stripped, non-empty text of `record[field]` (numbers become text), else DataError."""
+    if field not in record:
+        raise DataError(f"{path}:{line}: field {field!r}: missing")
+    value = record[field]
+    if isinstance(value, bool) or not isinstance(value, str | int | float | type(None)):
+        kind = type(value).__name__
+        raise DataError(f"{path}:{line}: field {field!r}: expected text or a number, got {kind}")
+    text = "" if value is None else str(value).strip()
+    if not text:
+        raise DataError(f"{path}:{line}: field {field!r}: empty")
+    return text
+
+
+def check_unique(seen: dict[str, int], item_id: str, path: Path, line: int, field: str) -> None:
+    """Records `item_id` as first seen on `line`; DataError naming both lines if seen before."""
+    if item_id in seen:
+        raise DataError(
+            f"{path}:{line}: field {field!r}: duplicate id {item_id!r} "
+            f"(first on line {seen[item_id]})"
+        )
+    seen[item_id] = line
