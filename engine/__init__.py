@@ -2,7 +2,7 @@
 journal and cache. It imports nothing from `ttc.adapters`; the CLI (`ttc.engine.cli`) wires them in.
 """
 
-from ttc.engine._cache import CachingProvider, ResponseCache
+from ttc.engine._cache import CachingProvider, ProviderCache, ResponseCache
 from ttc.engine._config import JUDGES, METHODS, NEIGHBOUR_MODES, OPERATIONAL, PRESETS, RunConfig
 from ttc.engine._engine import SIM_NOTE, Engine, RunResult
 from ttc.engine._errors import (
@@ -23,6 +23,7 @@ from ttc.engine._retry import RetryPolicy
 from ttc.engine._round import sample_seed
 from ttc.engine._rundir import items_sha256, matched_output_tokens
 from ttc.engine._state import QuestionRecord, RoundStats, RunState
+from ttc.engine._tokens import TokenEstimator
 from ttc.engine._types import (
     Completion,
     Demo,
@@ -85,6 +86,7 @@ __all__ = [
     "Noisy",
     "Progress",
     "Provider",
+    "ProviderCache",
     "ProviderError",
     "QuestionRecord",
     "RandomICL",
@@ -103,6 +105,7 @@ __all__ = [
     "Strategy",
     "Suite",
     "TemperatureSchedule",
+    "TokenEstimator",
     "Transient",
     "TtcError",
     "Uniform",

@@ -4,6 +4,7 @@ from ttc.adapters.providers._gemini import GeminiProvider
 from ttc.adapters.providers._http import (
     SIM_FINGERPRINT,
     SIM_MODEL_SUFFIX,
+    Connection,
     api_key_from,
     is_local_url,
     require_env_name,
@@ -13,6 +14,7 @@ from ttc.adapters.providers._openai import OpenAIProvider
 __all__ = [
     "SIM_FINGERPRINT",
     "SIM_MODEL_SUFFIX",
+    "Connection",
     "GeminiProvider",
     "OpenAIProvider",
     "api_key_from",
