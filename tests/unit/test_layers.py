@@ -31,7 +31,6 @@ LARGE: dict[str, str] = {
         "engine/cli/_batch.py",
         "engine/cli/_commands.py",
         "engine/cli/_main.py",
-        "engine/strategy/_judges.py",
         "engine/strategy/_strategy.py",
     )
 }
