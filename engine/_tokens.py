@@ -35,11 +35,15 @@ class TokenEstimator:
         """The running mean of output tokens per sample, rounded up."""
         return math.ceil(self.mean_output)
 
+    def prompt(self, chars: int) -> int:
+        """Tokens of a prompt (or any input) of `chars` characters."""
+        return chars // CHARS_PER_TOKEN
+
     def estimate(self, prompt_chars: int, *, cap: int | None = None, n: int = 1) -> int:
         """Tokens of a request whose prompt has `prompt_chars` characters, for `n` samples of at
         most `cap` output tokens each (None: as many as the mean)."""
         per_sample = cap if cap is not None and cap > 0 else self.mean_output
-        return prompt_chars // CHARS_PER_TOKEN + math.ceil(per_sample * max(1, n))
+        return self.prompt(prompt_chars) + math.ceil(per_sample * max(1, n))
 
     def observe(self, output_tokens: int) -> None:
         """Feeds one response's output tokens (thinking included) into the running mean."""
