@@ -1,10 +1,10 @@
 """LLM providers: OpenAI(-compatible) over our own aiohttp session, Gemini through google-genai."""
 
+from ttc.adapters.providers._connection import Connection
 from ttc.adapters.providers._gemini import GeminiProvider
 from ttc.adapters.providers._http import (
     SIM_FINGERPRINT,
     SIM_MODEL_SUFFIX,
-    Connection,
     api_key_from,
     is_local_url,
     require_env_name,

@@ -37,11 +37,10 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
+from ttc.adapters.providers._connection import Connection, check_provider
 from ttc.adapters.providers._http import (
     SIM_MODEL_SUFFIX,
-    Connection,
     api_key_from,
-    check_provider,
     is_local_url,
     redact,
     require_env_name,

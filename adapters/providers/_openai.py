@@ -36,12 +36,11 @@ from urllib.parse import urlsplit
 import aiohttp
 import orjson
 
+from ttc.adapters.providers._connection import Connection, check_provider
 from ttc.adapters.providers._http import (
     OPENAI_BASE_URL,
     SIM_FINGERPRINT,
-    Connection,
     api_key_from,
-    check_provider,
     error_message,
     loads_or_text,
     rate_info,

@@ -15,8 +15,8 @@ import pytest
 from fakes import Loopback, Reply, Seen, StartLoopback
 
 from ttc.adapters.embedders._remote_embed import EmbedOptions, GeminiEmbedder
+from ttc.adapters.providers._connection import Connection
 from ttc.adapters.providers._gemini import GeminiProvider
-from ttc.adapters.providers._http import Connection
 from ttc.adapters.sim._serve import ServeOptions, running_server
 from ttc.engine._errors import BadRequest, ConfigError, Fatal, RateLimited, Transient
 from ttc.engine._types import Embedder, Message, Provider, Request, Sampling

@@ -17,8 +17,8 @@ import pytest
 from fakes import Loopback, Reply, Seen, StartLoopback
 
 from ttc.adapters.embedders._remote_embed import EmbedOptions, OpenAIEmbedder
+from ttc.adapters.providers._connection import Connection
 from ttc.adapters.providers._http import (
-    Connection,
     google_retry_delay,
     parse_duration,
     rate_info,
