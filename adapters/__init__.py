@@ -5,6 +5,7 @@ names are re-exported here. Adapters import only the public names of `ttc.engine
 """
 
 from ttc.adapters.embedders import (
+    EmbedOptions,
     GeminiEmbedder,
     LexicalEmbedder,
     MiniLMEmbedder,
@@ -12,7 +13,7 @@ from ttc.adapters.embedders import (
     make_embedder,
     minilm_available,
 )
-from ttc.adapters.providers import GeminiProvider, OpenAIProvider
+from ttc.adapters.providers import Connection, GeminiProvider, OpenAIProvider
 from ttc.adapters.sim import SimConfig, SimProvider
 from ttc.adapters.suites import (
     SUITES,
@@ -29,6 +30,8 @@ from ttc.adapters.suites import (
 
 __all__ = [
     "SUITES",
+    "Connection",
+    "EmbedOptions",
     "GPQASuite",
     "GeminiEmbedder",
     "GeminiProvider",

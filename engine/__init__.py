@@ -3,7 +3,7 @@ journal and cache. It imports nothing from `ttc.adapters`; the CLI (`ttc.engine.
 """
 
 from ttc.engine._budget import FAILURE_STREAK, PROVIDER_STOP, StopKind, StopReason
-from ttc.engine._cache import CachingProvider, ResponseCache
+from ttc.engine._cache import CachingProvider, ProviderCache, ResponseCache
 from ttc.engine._config import JUDGES, METHODS, NEIGHBOUR_MODES, OPERATIONAL, PRESETS, RunConfig
 from ttc.engine._engine import Engine
 from ttc.engine._errors import (
@@ -46,6 +46,7 @@ from ttc.engine._round import sample_seed
 from ttc.engine._rundir import items_sha256, matched_output_tokens
 from ttc.engine._runinfo import SIM_NOTE
 from ttc.engine._state import QuestionRecord, RoundStats, RunState
+from ttc.engine._tokens import TokenEstimator
 from ttc.engine._types import (
     Completion,
     Demo,
@@ -115,6 +116,7 @@ __all__ = [
     "Message",
     "Noisy",
     "Provider",
+    "ProviderCache",
     "ProviderError",
     "QuestionRecord",
     "RandomICL",
@@ -142,6 +144,7 @@ __all__ = [
     "Strategy",
     "Suite",
     "TemperatureSchedule",
+    "TokenEstimator",
     "Transient",
     "TtcError",
     "Uniform",

@@ -219,65 +219,100 @@ class ResponseCache:
         self.close()
 
 
-class CachingProvider:
-    """A provider that answers from a `ResponseCache` when it can, and fills it when it cannot.
+class ProviderCache:
+    """A `ResponseCache` as one provider sees it: keyed by its identity, with hits and misses.
 
-    `hits` counts requests answered from the cache; `misses` counts requests sent to the inner
-    provider (including ones that then failed: errors are never cached). Any other attribute
-    (e.g. `simulated`) is read from the inner provider. The caller owns the inner provider and
-    the cache; `aclose` only flushes the cache.
+    The `Sender` looks a request up here before it waits for a rate-limit slot, so answers from
+    the cache never pay for requests per minute, and stores each completion it buys. `hits`
+    counts requests answered from the cache; `misses` counts attempts sent to the provider
+    (failed ones too: errors are never cached).
     """
 
-    def __init__(self, provider: Provider, cache: ResponseCache) -> None:
-        self.provider = provider
+    def __init__(self, cache: ResponseCache, provider: Provider) -> None:
         self.cache = cache
+        # A provider at another endpoint (a rehearsal server, a second vLLM host) answers the
+        # same model name differently: its endpoint is part of the provider's identity.
+        endpoint = provider.endpoint
+        self.identity = provider.name if not endpoint else f"{provider.name}@{endpoint}"
+        self.model = provider.model
         self.hits = 0
         self.misses = 0
 
-    @property
-    def name(self) -> str:
-        return self.provider.name
-
-    @property
-    def model(self) -> str:
-        return self.provider.model
-
-    def _key(self, request: Request) -> str:
-        # One entry per request: the engine sends n=1; for n>1 the whole completion is one entry.
-        # A provider at another endpoint (a rehearsal server, a second vLLM host) answers the
-        # same model name differently: its endpoint is part of the provider's identity.
-        endpoint = getattr(self.provider, "endpoint", None)
-        name = self.provider.name if not endpoint else f"{self.provider.name}@{endpoint}"
-        return cache_key(name, self.provider.model, request, sample_index=0)
+    def key(self, request: Request) -> str:
+        """The cache key of `request`: one entry per request, n > 1 samples included."""
+        return cache_key(self.identity, self.model, request, sample_index=0)
 
     def lookup(self, request: Request) -> Completion | None:
-        """The cached completion for `request`, if any; the engine asks before it waits for a
-        rate-limit slot, so answers from the cache never pay for requests per minute."""
-        cached = self.cache.get(self._key(request))
+        """The cached completion for `request`, if any (counted as a hit)."""
+        cached = self.cache.get(self.key(request))
         if cached is not None:
             self.hits += 1
         return cached
 
+    def count_miss(self) -> None:
+        """One attempt goes to the provider."""
+        self.misses += 1
+
+    def store(self, request: Request, completion: Completion) -> None:
+        """Keeps a completion the provider returned."""
+        self.cache.put(self.key(request), completion)
+
+    def flush(self) -> None:
+        """Commits what is pending."""
+        self.cache.flush()
+
+
+class CachingProvider(Provider):
+    """A provider answering from a `ResponseCache` when it can, and filling it when it cannot.
+
+    For callers that take a provider and nothing else: the `Sender` takes the cache on its own
+    (`Sender(..., cache=...)`) and, handed one of these, sends to `provider` with `responses`. It
+    forwards exactly the inner provider's identity (`name`, `model`, `endpoint`) and its
+    `simulated` capability, nothing else. `hits` and `misses` are those of `responses`. The
+    caller owns the inner provider and the cache; `aclose` only flushes the cache.
+    """
+
+    def __init__(self, provider: Provider, cache: ResponseCache) -> None:
+        self.provider = provider
+        self.responses = ProviderCache(cache, provider)
+        self.name = provider.name
+        self.model = provider.model
+        self.endpoint = provider.endpoint
+
+    @property
+    def cache(self) -> ResponseCache:
+        """The shared response cache."""
+        return self.responses.cache
+
+    @property
+    def simulated(self) -> bool:
+        """The inner provider's: a remote one learns it from its first answer."""
+        return self.provider.simulated
+
+    @simulated.setter
+    def simulated(self, value: bool) -> None:
+        self.provider.simulated = value
+
+    @property
+    def hits(self) -> int:
+        """Requests answered from the cache."""
+        return self.responses.hits
+
+    @property
+    def misses(self) -> int:
+        """Attempts sent to the inner provider."""
+        return self.responses.misses
+
     async def generate(self, request: Request) -> Completion:
         """The cached completion for `request`, or the inner provider's, stored on the way out."""
-        key = self._key(request)
-        cached = self.cache.get(key)
+        cached = self.responses.lookup(request)
         if cached is not None:
-            self.hits += 1
             return cached
-        self.misses += 1
+        self.responses.count_miss()
         completion = await self.provider.generate(request)
-        self.cache.put(key, completion)
+        self.responses.store(request, completion)
         return completion
 
     async def aclose(self) -> None:
         """Flush the cache; the inner provider is closed by whoever opened it."""
-        self.cache.flush()
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for names this class lacks. Read `provider` through __dict__ so a
-        # half-built instance (copy, unpickle) raises AttributeError instead of recursing.
-        inner = self.__dict__.get("provider")
-        if inner is None or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(inner, name)
+        self.responses.flush()

@@ -45,10 +45,11 @@ from ttc.engine._options import EngineOptions
 from ttc.engine._prices import price_for
 from ttc.engine._result import RunResult
 from ttc.engine._retry import RetryPolicy
-from ttc.engine._round import OutputMean, RoundContext, RoundRun, count_into
+from ttc.engine._round import RoundContext, RoundRun, count_into
 from ttc.engine._rundir import RunDir
 from ttc.engine._runinfo import RunParts, describe_roles, judge_stats, prepare_rundir, role_stats
 from ttc.engine._state import RoundStats, RunState
+from ttc.engine._tokens import TokenEstimator
 from ttc.engine._types import FloatArray, Item, Provider, Sampling, Suite, Usage
 from ttc.engine._verify import VerifierPool
 from ttc.engine.strategy._difficulty import Estimates
@@ -100,7 +101,7 @@ class Engine:
         self.budget = RunBudget(cfg, self.pricing, self.role_usage)
         # True while rounds run (not during set-up or the final writing of results).
         self.running = False
-        self.outputs = OutputMean()
+        self.outputs = TokenEstimator()
         self.scorer = self._caller("judge") if self.strategy.judgement.reward_model else None
         rates = self.strategy.allocation.needs_difficulty
         self._rater = self._caller("difficulty") if rates else None
@@ -179,7 +180,7 @@ class Engine:
         if not items:
             raise ConfigError("the test set is empty")
         # Self-consistency groups answers by the suite's notion of equivalence, if it has one.
-        state = RunState(items, self.strategy.judgement, getattr(self.suite, "answer_key", None))
+        state = RunState(items, self.strategy.judgement, self.suite.answer_key)
         rundir = self.rundir
         if rundir is not None and rundir.path.exists() and not rundir.path.is_dir():
             raise ConfigError(f"--out: {rundir.path} exists and is not a directory")

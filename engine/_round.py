@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
@@ -25,9 +24,12 @@ from ttc.engine._errors import ProviderError
 from ttc.engine._events import Event, Judged, Retried, SampleFailed, SampleLanded
 from ttc.engine._journal import Landed, SampleKey
 from ttc.engine._limiter import Limiter
+from ttc.engine._pool import bounded
 from ttc.engine._retry import RetryPolicy
-from ttc.engine._scheduler import Job, Outcome, Sender, run_round
+from ttc.engine._scheduler import run_round
+from ttc.engine._sender import Job, Outcome, Sender
 from ttc.engine._state import RoundStats, RunState, Scored
+from ttc.engine._tokens import TokenEstimator
 from ttc.engine._types import (
     Completion,
     Demo,
@@ -41,7 +43,7 @@ from ttc.engine._types import (
     Verdict,
 )
 from ttc.engine._verify import VerifierPool
-from ttc.engine.strategy._judges import Judgement, Noisy, RewardResult, RoleCaller, bounded
+from ttc.engine.strategy._judges import Judgement, Noisy, RewardResult, RoleCaller
 from ttc.engine.strategy._strategy import Allotment, DemoPlan, DemoRef
 
 log = logging.getLogger("ttc")
@@ -66,24 +68,6 @@ def count_into(state: RunState, stats: RoundStats) -> None:
     stats.newly_solved = stats.solved - (state.rounds[i - 1].solved if i > 0 else 0)
 
 
-class OutputMean:
-    """The running mean of output (and thinking) tokens, for the TPM estimate of a request."""
-
-    def __init__(self, prior: float = 512.0) -> None:
-        self.mean = prior
-        self.seen = 0
-
-    def expected(self) -> int:
-        """Output tokens a request is expected to produce."""
-        return int(self.mean)
-
-    def observe(self, usage: Usage) -> None:
-        """Feeds one completion's usage into the running mean."""
-        self.seen += 1
-        produced = usage.output_tokens + usage.thinking_tokens
-        self.mean += (produced - self.mean) / self.seen
-
-
 @dataclass(frozen=True, slots=True)
 class RoundContext:
     """What a round needs of its run: the config, the send path, the judges, the budget, and
@@ -98,7 +82,7 @@ class RoundContext:
     verifiers: VerifierPool
     scorer: RoleCaller | None
     budget: RunBudget
-    outputs: OutputMean
+    outputs: TokenEstimator
     emit: Callable[[Event], None]
 
     @property
@@ -259,7 +243,7 @@ class RoundRun:
             demos = self._demos(plan.get(row, ()))
             # With no solved neighbour yet, an adaptive prompt has nothing to show: zero-shot.
             prompt = suite.adaptive_prompt(item, demos) if demos else suite.warmup_prompt(item)
-            est = math.ceil(len(prompt) / 4) + self.ctx.outputs.expected()
+            est = self.ctx.outputs.estimate(len(prompt))
             messages = (Message("user", prompt),)
             for k in range(count):
                 seeded = replace(sampling, seed=sample_seed(cfg.seed, item.id, self.t, k))
@@ -297,7 +281,7 @@ class RoundRun:
             ctx.budget.sample_failed(err)
             return
         ctx.budget.sample_answered()
-        ctx.outputs.observe(comp.usage)
+        ctx.outputs.observe_usage(comp.usage)
         latency = round(comp.latency_s, 4)
         text, usage, attempts = comp.texts[0], comp.usage, outcome.attempts
         ctx.emit(SampleLanded(*key, text, usage, attempts, demos, temperature, latency))

@@ -57,7 +57,7 @@ class RunParts:
             "model": self.provider.model,
             # Where the provider sends (None for in-process ones): a rehearsal server and the
             # vendor answer the same model name differently.
-            "endpoint": getattr(self.provider, "endpoint", None),
+            "endpoint": self.provider.endpoint,
             "suite": self.suite.name,
             "items": len(items),
             "items_sha256": items_sha256(items),
@@ -105,7 +105,7 @@ class RunParts:
             "stopped": None if stopped is None else stopped.message,
             "price_per_million": None if price is None else dataclasses.asdict(price),
         }
-        if getattr(self.provider, "simulated", False):
+        if self.provider.simulated:
             extra["simulated"] = True
             extra["note"] = SIM_NOTE
         return extra

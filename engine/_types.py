@@ -2,11 +2,15 @@
 
 A `Provider` turns a `Request` into a `Completion`; a `Suite` loads `Item`s, renders prompts and
 judges responses with a `Verdict`; an `Embedder` turns texts into vectors. Everything here is a
-frozen value or a protocol: the engine holds no vendor types.
+frozen value or a small interface: the engine holds no vendor types. `Provider` and `Suite` are
+base classes that declare their optional capabilities with defaults, so the engine reads them as
+attributes and never probes for them; `Embedder` stays a structural protocol, because the engine
+tells an embedder from a factory of one by its shape.
 """
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -132,23 +136,43 @@ class Verdict:
     detail: str = ""
 
 
-@runtime_checkable
-class Provider(Protocol):
-    """An LLM endpoint. It never retries: it raises from the error tree; the engine decides."""
+class Provider(abc.ABC):
+    """An LLM endpoint: one abstract async method, `generate`; it never retries.
 
-    @property
-    def name(self) -> str: ...
-    @property
-    def model(self) -> str: ...
+    A failed attempt raises from the error tree (`ttc.engine._errors`), translated in one place
+    per adapter; the engine owns backoff, limits and timeouts. Optional capabilities are declared
+    here with their defaults, and a provider that has one overrides it:
 
-    async def generate(self, request: Request) -> Completion: ...
+    - `endpoint`: where requests go (a base URL), None for in-process providers. It is part of
+      the response cache's key and of a run's config: a rehearsal server and the vendor answer
+      the same model name differently.
+    - `simulated`: True once answers are known to come from the offline simulator (in process,
+      or through `ttc serve`), so that reports say the numbers measure the machinery only.
 
-    async def aclose(self) -> None: ...
+    Batch mode (issue 11) adds one more capability here: a provider that can send a round
+    through its vendor's Batch API will declare it (submit, poll and read typed batch records);
+    the engine sends through `generate` for every provider that does not.
+
+    Whoever builds a provider closes it with `aclose`; the engine never does.
+    """
+
+    name: str
+    model: str
+    endpoint: str | None = None
+    simulated: bool = False
+
+    @abc.abstractmethod
+    async def generate(self, request: Request) -> Completion:
+        """One call: `request.n` texts and their usage, or an error from the tree."""
+
+    async def aclose(self) -> None:
+        """Releases what the provider holds (sessions, clients); by default nothing."""
+        return None
 
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Turns texts into L2-normalised float32 vectors of a fixed dimension."""
+    """Turns texts into L2-normalised float32 vectors of a fixed dimension, `batch_size` at once."""
 
     @property
     def name(self) -> str: ...
@@ -160,22 +184,43 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> FloatArray: ...
 
 
-@runtime_checkable
-class Suite(Protocol):
+def normal_answer(answer: str) -> str:
+    """An extracted answer with its whitespace normalised: the default `Suite.answer_key`."""
+    return " ".join(answer.split())
+
+
+class Suite(abc.ABC):
     """A benchmark: its items, the paper's two prompt templates, and a verifier.
 
-    `judge` runs in worker processes, so a suite must be picklable and `judge` pure.
-    Optional: `answer_key(answer) -> str`, which extracted answers self-consistency counts as one
-    (the math suites canonicalise LaTeX and numbers); without it, answers equal up to whitespace.
+    `judge` runs in worker processes, so a suite must be picklable and `judge` pure. The hooks
+    with defaults are optional: override them where the suite needs them. What the offline
+    simulator needs of a suite (answers in its format) is the simulator's own optional protocol,
+    not part of this contract.
     """
 
-    @property
-    def name(self) -> str: ...
+    name: str
 
-    def items(self) -> list[Item]: ...
+    @abc.abstractmethod
+    def items(self) -> list[Item]:
+        """The test set, in a stable order."""
 
-    def warmup_prompt(self, item: Item) -> str: ...
+    @abc.abstractmethod
+    def warmup_prompt(self, item: Item) -> str:
+        """The zero-shot prompt of the warm-up round."""
 
-    def adaptive_prompt(self, item: Item, demos: Sequence[Demo]) -> str: ...
+    @abc.abstractmethod
+    def adaptive_prompt(self, item: Item, demos: Sequence[Demo]) -> str:
+        """The prompt showing solved neighbours as demonstrations."""
 
-    def judge(self, item: Item, response: str) -> Verdict: ...
+    @abc.abstractmethod
+    def judge(self, item: Item, response: str) -> Verdict:
+        """The verdict on one response: pure, run in verifier processes."""
+
+    def prepare(self) -> None:
+        """Builds the verifiers once in each verifier process, at its start; by default nothing."""
+        return None
+
+    def answer_key(self, answer: str) -> str:
+        """Which extracted answers self-consistency counts as one (the math suites canonicalise
+        LaTeX and numbers); by default, answers equal up to whitespace."""
+        return normal_answer(answer)

@@ -38,14 +38,12 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _install(suite: Suite, parent: int) -> None:
-    # The suite is pickled once per worker, not once per response; an optional `prepare()`
-    # builds its verifiers here, at start-up, rather than inside the first round.
+    # The suite is pickled once per worker, not once per response; its `prepare()` hook builds
+    # its verifiers here, at start-up, rather than inside the first round.
     _die_with_parent(parent)
     global _SUITE
     _SUITE = suite
-    prepare = getattr(suite, "prepare", None)
-    if callable(prepare):
-        prepare()
+    suite.prepare()
 
 
 def _judge_many(pairs: list[tuple[Item, str]]) -> list[Verdict]:

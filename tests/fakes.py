@@ -1,4 +1,6 @@
-"""Fakes for engine tests: a scripted provider that records its history, a tiny suite, an embedder.
+"""Fakes shared by the tests of every layer: a scripted provider that records its history, a tiny
+suite, an embedder with known vectors, a fake clock for the event loop, and a loopback HTTP
+server that answers from a script. `tests/conftest.py` offers them as fixtures.
 
 The suite renders prompts with the paper's real Reasoning Gym templates, so tests check the
 demonstrations exactly as a model would see them.
@@ -8,14 +10,27 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import orjson
+from aiohttp import web
 
 from ttc.adapters.suites._templates import adaptive_prompt, warmup_prompt
-from ttc.engine import Completion, Demo, Item, ProviderError, Request, Usage, Verdict
-from ttc.engine._types import FloatArray
+from ttc.engine import (
+    Completion,
+    Demo,
+    FloatArray,
+    Item,
+    Provider,
+    ProviderError,
+    Request,
+    Suite,
+    Usage,
+    Verdict,
+)
 
 
 def items(n: int) -> list[Item]:
@@ -24,8 +39,12 @@ def items(n: int) -> list[Item]:
 
 
 @dataclass
-class FakeSuite:
-    """Judges `right:<id>...` as 1.0, anything else 0.0; prompts from the paper's templates."""
+class FakeSuite(Suite):
+    """Judges `right:<id>...` as 1.0, anything else 0.0; prompts from the paper's templates.
+
+    `sim_prose`, `sim_response` and `sim_is_correct` are what the offline simulator reads of a
+    suite (its own optional protocol, not the Suite contract).
+    """
 
     name: str = "fake"
     sim_prose: bool = False
@@ -58,7 +77,7 @@ Step = str | ProviderError | tuple[float, str]
 
 
 @dataclass
-class ScriptedProvider:
+class ScriptedProvider(Provider):
     """Answers each question from its own script, in call order; records every request.
 
     A question whose script runs out answers `wrong`. Calls are keyed by item id, so the script
@@ -85,9 +104,6 @@ class ScriptedProvider:
         usage = Usage(input_tokens=len(request.messages[0].content) // 4, output_tokens=10)
         return Completion((step,), usage, ("stop",))
 
-    async def aclose(self) -> None:
-        return None
-
     def requests_for(self, item_id: str) -> list[Request]:
         return [r for r in self.history if r.item_id == item_id]
 
@@ -109,3 +125,106 @@ class TableEmbedder:
         mat = np.array([self._by_text[t] for t in texts], dtype=np.float32)
         norms = np.linalg.norm(mat, axis=1, keepdims=True)
         return (mat / np.where(norms == 0, 1, norms)).astype(np.float32)
+
+
+# ── a fake clock ─────────────────────────────────────────────────────────────────────────────
+
+CLOCK_START = 1000.0
+
+
+class FakeClock:
+    """Stands in for `loop.time`; `advance` moves it and lets due timers and their wakers run."""
+
+    def __init__(self) -> None:
+        self.now = CLOCK_START
+
+    def time(self) -> float:
+        return self.now
+
+    @property
+    def elapsed(self) -> float:
+        return self.now - CLOCK_START
+
+    async def settle(self) -> None:
+        # Waking a chain of waiters takes a loop turn per link (timer → future → task step →
+        # next waker), so yield generously; no timer here is ever due before the clock moves.
+        for _ in range(50):
+            await asyncio.sleep(0)
+
+    async def advance(self, seconds: float) -> None:
+        self.now += seconds
+        await self.settle()
+
+    async def advance_to(self, elapsed: float) -> None:
+        self.now = CLOCK_START + elapsed
+        await self.settle()
+
+
+# ── a loopback HTTP server ───────────────────────────────────────────────────────────────────
+
+
+@dataclass
+class Reply:
+    """One scripted answer: a status, headers, and a JSON value or raw bytes."""
+
+    status: int = 200
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    # Send these bytes of a longer announced body, then drop the connection.
+    cut: bytes | None = None
+
+
+@dataclass
+class Seen:
+    """One request as the server received it."""
+
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class Loopback:
+    """A real HTTP server on 127.0.0.1 answering from a script; records every request.
+
+    Each request takes the next scripted reply, or, once the script is empty, `default`'s.
+    `url` is the server's root plus the prefix it was started with (e.g. "/v1").
+    """
+
+    default: Callable[[Seen], Reply]
+    script: list[Reply] = field(default_factory=list)
+    seen: list[Seen] = field(default_factory=list)
+    url: str = ""
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        seen = Seen(request.path, dict(request.headers), orjson.loads(raw) if raw else None)
+        self.seen.append(seen)
+        reply = self.script.pop(0) if self.script else self.default(seen)
+        if reply.cut is not None:
+            response = web.StreamResponse(status=reply.status, headers=reply.headers)
+            response.content_length = len(reply.cut) + 1000
+            response.content_type = "application/json"
+            await response.prepare(request)
+            await response.write(reply.cut)
+            assert request.transport is not None
+            request.transport.close()
+            return response
+        data = reply.body if isinstance(reply.body, bytes) else orjson.dumps(reply.body)
+        return web.Response(
+            status=reply.status, body=data, headers=reply.headers, content_type="application/json"
+        )
+
+    async def start(self, prefix: str = "") -> web.AppRunner:
+        """Serves every path on a free port of 127.0.0.1; the caller cleans the runner up."""
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}{prefix}"
+        return runner
+
+
+StartLoopback = Callable[[Callable[[Seen], Reply], str], Awaitable[Loopback]]
+"""The `loopback` fixture: starts a server with its default reply and the prefix of its `url`."""

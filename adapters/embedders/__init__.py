@@ -2,10 +2,11 @@
 
 from ttc.adapters.embedders._embedders import make_embedder
 from ttc.adapters.embedders._minilm import MiniLMEmbedder, minilm_available
-from ttc.adapters.embedders._remote_embed import GeminiEmbedder, OpenAIEmbedder
+from ttc.adapters.embedders._remote_embed import EmbedOptions, GeminiEmbedder, OpenAIEmbedder
 from ttc.engine import LexicalEmbedder
 
 __all__ = [
+    "EmbedOptions",
     "GeminiEmbedder",
     "LexicalEmbedder",
     "MiniLMEmbedder",

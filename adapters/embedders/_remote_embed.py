@@ -3,8 +3,9 @@
 They run once per run, in a worker thread, so they use the official synchronous SDK clients
 (with the SDKs' own retries off, imported on first use). Each batch of `batch_size` texts is one
 request; a rate limit or transient failure is retried a few times here, because no engine loop
-sits above an embedder. Failures become the engine's error tree in each `_translate`, statuses via
-`ttc.adapters.providers._http.status_error`:
+sits above an embedder: the waits are the engine's `RetryPolicy` (without jitter), slept in the
+embedder's thread and capped at a minute. Failures become the engine's error tree in each
+`_translate`, statuses via `ttc.adapters.providers._http.status_error`:
 
     SDK                                                     ttc
     ─────────────────────────────────────────────────────   ──────────────────────────────────
@@ -20,10 +21,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import random
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -37,13 +40,13 @@ from ttc.adapters.providers._http import (
     require_env_name,
     status_error,
 )
-from ttc.engine import ConfigError, Fatal, FloatArray, ProviderError, RateLimited, Transient
+from ttc.engine import ConfigError, Fatal, FloatArray, ProviderError, RetryPolicy, Transient
 
 if TYPE_CHECKING:
     import openai
     from google import genai
 
-__all__ = ["GeminiEmbedder", "OpenAIEmbedder"]
+__all__ = ["EmbedOptions", "GeminiEmbedder", "OpenAIEmbedder"]
 
 # Full output sizes of the vendors' own models, so `dim` needs no request on their endpoints.
 _KNOWN_DIMS = {
@@ -54,6 +57,19 @@ _KNOWN_DIMS = {
     "text-embedding-004": 768,
 }
 _MAX_DELAY_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedOptions:
+    """How a remote embedder sends: texts per request (None: the vendor's default), the vector
+    size to ask for (None: the model's own), attempts per batch, the first backoff, and each
+    request's timeout."""
+
+    batch_size: int | None = None
+    dim: int | None = None
+    max_attempts: int = 4
+    backoff_s: float = 1.0
+    timeout_s: float = 120.0
 
 
 def _http_transport_errors() -> tuple[type[Exception], ...]:
@@ -70,9 +86,9 @@ class _RemoteEmbedder:
 
     name: str
 
-    def __init__(
-        self, *, batch_size: int, dim: int | None, max_attempts: int, backoff_s: float
-    ) -> None:
+    def __init__(self, options: EmbedOptions, default_batch_size: int) -> None:
+        batch_size = options.batch_size if options.batch_size is not None else default_batch_size
+        dim, max_attempts = options.dim, options.max_attempts
         if batch_size < 1:
             raise ConfigError(f"{self.name}: batch_size must be >= 1, got {batch_size}")
         if dim is not None and dim < 1:
@@ -81,7 +97,17 @@ class _RemoteEmbedder:
             raise ConfigError(f"{self.name}: max_attempts must be >= 1, got {max_attempts}")
         self.batch_size = batch_size
         self.max_attempts = max_attempts
-        self.backoff_s = backoff_s
+        self.backoff_s = options.backoff_s
+        self.timeout_s = options.timeout_s
+        # No jitter: one thread embeds, so there is no crowd of retries to spread out.
+        self._retry = RetryPolicy(
+            max_attempts=max_attempts,
+            base_delay=options.backoff_s,
+            max_delay=_MAX_DELAY_S,
+            jitter=0.0,
+        )
+        self._rng = random.Random(0)
+        self._send_dim = dim
         self._dim = dim
         self._lock = threading.Lock()
 
@@ -126,12 +152,11 @@ class _RemoteEmbedder:
             try:
                 vectors = self._request(batch)
             except ProviderError as exc:
-                if not exc.retryable or attempt >= self.max_attempts:
+                if not self._retry.should_retry(attempt, exc):
                     raise
-                delay = self.backoff_s * 2 ** (attempt - 1)
-                if isinstance(exc, RateLimited) and exc.retry_after is not None:
-                    delay = max(delay, exc.retry_after)
-                time.sleep(min(delay, _MAX_DELAY_S))
+                # The policy's retry-after floor may pass its ceiling; an embedder never waits
+                # more than a minute for one batch.
+                time.sleep(min(self._retry.delay(attempt, exc, self._rng), _MAX_DELAY_S))
                 continue
             if len(vectors) != len(batch):
                 raise Fatal(f"{self.name}: got {len(vectors)} vectors for {len(batch)} texts")
@@ -144,9 +169,10 @@ class _RemoteEmbedder:
 class OpenAIEmbedder(_RemoteEmbedder):
     """OpenAI `/embeddings` (or a compatible server) with a list input per batch.
 
-    `dim`, if given, is requested as `dimensions` (text-embedding-3 models); leave it None for
-    servers that do not accept it. The key comes from `api_key`, else `api_key_env` (a name: a
-    value that looks like a key is a ConfigError that does not repeat it).
+    `options.dim`, if given, is requested as `dimensions` (text-embedding-3 models); leave it
+    None for servers that do not accept it; `options.batch_size` defaults to 256. The key comes
+    from `api_key`, else `api_key_env` (a name: a value that looks like a key is a ConfigError
+    that does not repeat it).
     """
 
     def __init__(
@@ -156,16 +182,10 @@ class OpenAIEmbedder(_RemoteEmbedder):
         base_url: str = OPENAI_BASE_URL,
         api_key: str | None = None,
         api_key_env: str | None = "OPENAI_API_KEY",
-        batch_size: int = 256,
-        dim: int | None = None,
-        max_attempts: int = 4,
-        backoff_s: float = 1.0,
-        timeout_s: float = 120.0,
+        options: EmbedOptions | None = None,
     ) -> None:
         self.name = f"openai:{model}"
-        super().__init__(
-            batch_size=batch_size, dim=dim, max_attempts=max_attempts, backoff_s=backoff_s
-        )
+        super().__init__(options or EmbedOptions(), default_batch_size=256)
         require_env_name(api_key_env, f"{self.name}: api_key_env")
         self.model = model
         self.base_url = base_url.rstrip("/")
@@ -175,10 +195,8 @@ class OpenAIEmbedder(_RemoteEmbedder):
             where = f"set {api_key_env} or pass api_key" if api_key_env else "pass api_key"
             raise ConfigError(f"{self.name}: no API key: {where}")
         self._key = key
-        self._send_dim = dim
         if self._dim is None and is_openai:
             self._dim = _KNOWN_DIMS.get(model)
-        self.timeout_s = timeout_s
         self._client: openai.OpenAI | None = None
 
     def __repr__(self) -> str:
@@ -244,7 +262,8 @@ class OpenAIEmbedder(_RemoteEmbedder):
 class GeminiEmbedder(_RemoteEmbedder):
     """Gemini `batchEmbedContents` through google-genai's `models.embed_content` with a list.
 
-    `dim`, if given, is requested as `output_dimensionality`. `task_type` (e.g.
+    `options.dim`, if given, is requested as `output_dimensionality`; `options.batch_size`
+    defaults to 100. `task_type` (e.g.
     "SEMANTIC_SIMILARITY", the right one for finding similar questions) is part of the name, as
     it changes the vectors. The key comes from `api_key`, else `api_key_env`, else
     GEMINI_API_KEY, else GOOGLE_API_KEY; a local `base_url` may go without one.
@@ -259,16 +278,10 @@ class GeminiEmbedder(_RemoteEmbedder):
         api_key_env: str | None = None,
         api_version: str | None = None,
         task_type: str | None = "SEMANTIC_SIMILARITY",
-        batch_size: int = 100,
-        dim: int | None = None,
-        max_attempts: int = 4,
-        backoff_s: float = 1.0,
-        timeout_s: float = 120.0,
+        options: EmbedOptions | None = None,
     ) -> None:
         self.name = f"gemini:{model}" + (f":{task_type.lower()}" if task_type else "")
-        super().__init__(
-            batch_size=batch_size, dim=dim, max_attempts=max_attempts, backoff_s=backoff_s
-        )
+        super().__init__(options or EmbedOptions(), default_batch_size=100)
         require_env_name(api_key_env, f"{self.name}: api_key_env")
         envs = (api_key_env,) if api_key_env else GEMINI_KEY_ENVS
         key = api_key_from(api_key, envs)
@@ -278,9 +291,7 @@ class GeminiEmbedder(_RemoteEmbedder):
         self.base_url = base_url
         self.api_version = api_version
         self.task_type = task_type
-        self.timeout_s = timeout_s
         self._key = key
-        self._send_dim = dim
         if self._dim is None and base_url is None:
             self._dim = _KNOWN_DIMS.get(model)
         self._client: genai.Client | None = None

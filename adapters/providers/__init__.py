@@ -1,5 +1,6 @@
 """LLM providers: OpenAI(-compatible) over our own aiohttp session, Gemini through google-genai."""
 
+from ttc.adapters.providers._connection import Connection
 from ttc.adapters.providers._gemini import GeminiProvider
 from ttc.adapters.providers._http import (
     SIM_FINGERPRINT,
@@ -13,6 +14,7 @@ from ttc.adapters.providers._openai import OpenAIProvider
 __all__ = [
     "SIM_FINGERPRINT",
     "SIM_MODEL_SUFFIX",
+    "Connection",
     "GeminiProvider",
     "OpenAIProvider",
     "api_key_from",

@@ -34,10 +34,10 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import aiohttp
 
+from ttc.adapters.providers._connection import Connection, check_provider
 from ttc.adapters.providers._http import (
     SIM_MODEL_SUFFIX,
     api_key_from,
@@ -52,6 +52,7 @@ from ttc.engine import (
     ConfigError,
     Fatal,
     Message,
+    Provider,
     ProviderError,
     Request,
     Transient,
@@ -100,19 +101,15 @@ def gemini_errors(
         raise Transient(f"{who}: truncated body (not JSON): {exc}") from exc
 
 
-class GeminiProvider:
+class GeminiProvider(Provider):
     """Gemini `generateContent` through google-genai, one request per call.
 
     The key comes from `api_key`, else `api_key_env`, else GEMINI_API_KEY, else GOOGLE_API_KEY;
     a local `base_url` may go without one (`api_key_env` is a name: a value that looks like a key
     is a ConfigError that does not repeat it). `api_version` None is the SDK's default (v1).
     `endpoint` is where requests go: `base_url` or Google's, without a trailing slash.
-    `session`, if given, is used as is and never closed here; otherwise one is created inside
-    the running loop on first use, with at most `max_connections` sockets (0: no cap), and closed
-    by `aclose`.
+    `connection` says whose session carries the requests (see `Connection`; None: our own).
     """
-
-    simulated = False
 
     def __init__(
         self,
@@ -123,18 +120,10 @@ class GeminiProvider:
         api_key_env: str | None = None,
         api_version: str | None = None,
         name: str = "gemini",
-        session: aiohttp.ClientSession | None = None,
-        max_connections: int = 0,
-        connect_timeout_s: float = 30.0,
+        connection: Connection | None = None,
     ) -> None:
-        if not model:
-            raise ConfigError(f"{name}: model must not be empty")
-        if base_url is not None:
-            parts = urlsplit(base_url)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ConfigError(f"{name}: base_url must be an http(s) URL, got {base_url!r}")
-        if max_connections < 0:
-            raise ConfigError(f"{name}: max_connections must be >= 0, got {max_connections}")
+        connection = connection or Connection()
+        check_provider(name, model, base_url, connection)
         require_env_name(api_key_env, f"{name}: api_key_env")
         envs = (api_key_env,) if api_key_env else GEMINI_KEY_ENVS
         key = api_key_from(api_key, envs)
@@ -149,10 +138,9 @@ class GeminiProvider:
         # True once a response shows it came from `ttc serve` (the offline simulator).
         self.simulated = False
         self._key = key
-        self._session = session
-        self._owns_session = session is None
-        self._max_connections = max_connections
-        self._connect_timeout_s = connect_timeout_s
+        self._connection = connection
+        self._session = connection.session
+        self._owns_session = connection.session is None
         self._client: genai.Client | None = None
 
     def __repr__(self) -> str:
@@ -189,10 +177,7 @@ class GeminiProvider:
             from google.genai import types
 
             if self._session is None or (self._owns_session and self._session.closed):
-                self._session = aiohttp.ClientSession(
-                    connector=aiohttp.TCPConnector(limit=self._max_connections),
-                    timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout_s),
-                )
+                self._session = self._connection.open()
             options = types.HttpOptions(
                 base_url=self.base_url,
                 api_version=self.api_version,

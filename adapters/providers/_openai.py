@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import orjson
 
+from ttc.adapters.providers._connection import Connection, check_provider
 from ttc.adapters.providers._http import (
     OPENAI_BASE_URL,
     SIM_FINGERPRINT,
@@ -52,6 +53,7 @@ from ttc.engine import (
     Completion,
     ConfigError,
     Fatal,
+    Provider,
     ProviderError,
     RateInfo,
     Request,
@@ -64,20 +66,16 @@ __all__ = ["OpenAIProvider"]
 _OPENAI_HOST = "api.openai.com"
 
 
-class OpenAIProvider:
+class OpenAIProvider(Provider):
     """Chat completions from OpenAI or any OpenAI-compatible server at `base_url`.
 
     The API key comes from `api_key`, else the environment variable `api_key_env` (a name: a
     value that looks like a key is a ConfigError that does not repeat it); only api.openai.com
     insists on one. `endpoint` is the base URL requests go to, without a trailing slash.
-    `session`, if given, is used as is and never closed here; otherwise a session is created
-    inside the running loop on first use and closed by `aclose`, its connector holding at most
-    `max_connections` sockets (0: no cap; the engine's limiter bounds concurrency).
+    `connection` says whose session carries the requests (see `Connection`; None: our own).
     `send_top_k` None sends top_k everywhere but api.openai.com, which rejects it. `extra_body`
     is merged into every request body last (e.g. vLLM's `chat_template_kwargs`).
     """
-
-    simulated = False
 
     def __init__(
         self,
@@ -87,19 +85,12 @@ class OpenAIProvider:
         api_key: str | None = None,
         api_key_env: str | None = "OPENAI_API_KEY",
         name: str = "openai",
-        session: aiohttp.ClientSession | None = None,
         send_top_k: bool | None = None,
         extra_body: Mapping[str, Any] | None = None,
-        max_connections: int = 0,
-        connect_timeout_s: float = 30.0,
+        connection: Connection | None = None,
     ) -> None:
-        if not model:
-            raise ConfigError(f"{name}: model must not be empty")
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"{name}: base_url must be an http(s) URL, got {base_url!r}")
-        if max_connections < 0:
-            raise ConfigError(f"{name}: max_connections must be >= 0, got {max_connections}")
+        connection = connection or Connection()
+        check_provider(name, model, base_url, connection)
         require_env_name(api_key_env, f"{name}: api_key_env")
         self.model = model
         self.name = name
@@ -108,7 +99,7 @@ class OpenAIProvider:
         self.base_url = base_url.rstrip("/")
         # Where requests go, so that caches and resume checks tell a rehearsal from the vendor.
         self.endpoint = self.base_url
-        is_openai = parts.hostname == _OPENAI_HOST
+        is_openai = urlsplit(base_url).hostname == _OPENAI_HOST
         key = api_key_from(api_key, [api_key_env] if api_key_env else [])
         if key is None and is_openai:
             where = f"set {api_key_env} or pass api_key" if api_key_env else "pass api_key"
@@ -119,10 +110,9 @@ class OpenAIProvider:
             self._headers["Authorization"] = f"Bearer {key}"
         self.send_top_k = (not is_openai) if send_top_k is None else send_top_k
         self.extra_body = dict(extra_body or {})
-        self._session = session
-        self._owns_session = session is None
-        self._max_connections = max_connections
-        self._connect_timeout_s = connect_timeout_s
+        self._connection = connection
+        self._session = connection.session
+        self._owns_session = connection.session is None
 
     def __repr__(self) -> str:
         return (
@@ -178,11 +168,7 @@ class OpenAIProvider:
         """The session, created on first use inside the running loop."""
         session = self._session
         if session is None or (self._owns_session and session.closed):
-            session = self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._max_connections),
-                # No total timeout: the engine bounds each attempt with asyncio.timeout.
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout_s),
-            )
+            session = self._session = self._connection.open()
         return session
 
     async def _send(self, path: str, payload: bytes) -> tuple[int, Mapping[str, str], bytes]:

@@ -41,6 +41,7 @@ from ttc.engine import (
     FloatArray,
     Item,
     LexicalEmbedder,
+    Provider,
     Request,
     Suite,
     Usage,
@@ -114,7 +115,7 @@ class SimConfig:
             )
 
 
-class SimProvider:
+class SimProvider(Provider):
     """An offline stand-in for an LLM that answers in the suite's real format (see module doc)."""
 
     name = "sim"
@@ -292,7 +293,7 @@ class SimRoleConfig:
         return hashlib.blake2b(knobs.encode(), digest_size=4).hexdigest()
 
 
-class _SimRole:
+class _SimRole(Provider):
     """What both role stand-ins share: the policy simulator's items and latent difficulties."""
 
     name = "sim"

@@ -16,23 +16,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
-import math
 import secrets
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import orjson
 
 from ttc.engine._errors import ConfigError, Fatal, ProviderError, RateLimited
 from ttc.engine._limiter import Limiter
+from ttc.engine._pool import bounded
 from ttc.engine._retry import RetryPolicy
-from ttc.engine._scheduler import Sender
-from ttc.engine._types import Provider, RateInfo
+from ttc.engine._sender import Sender
+from ttc.engine._tokens import TokenEstimator
+from ttc.engine._types import RateInfo
 from ttc.engine.cli._batchio import (
     BatchJob,
     BatchJournal,
@@ -153,18 +155,22 @@ class BatchProgress:
 
 
 class _Estimator:
-    """A request's tokens for the TPM limit: its text / 4 plus its output cap (or the mean)."""
+    """A request's tokens for the TPM limit, by the engine's one estimator: its JSON text / 4 plus
+    its output cap (or the running mean of outputs) per choice."""
 
     def __init__(self) -> None:
-        self.mean_output = 512.0
-        self._seen = 0
+        self.tokens = TokenEstimator()
+
+    @property
+    def mean_output(self) -> float:
+        return self.tokens.mean_output
 
     def estimate(self, job: BatchJob) -> int:
         body = job.body
         text = next((body[k] for k in ("messages", "input", "prompt") if k in body), None)
-        prompt = len(orjson.dumps(text)) // 4 if text is not None else 0
+        chars = len(orjson.dumps(text)) if text is not None else 0
         if job.url == "/v1/embeddings":
-            return prompt
+            return self.tokens.prompt(chars)
         cap = next(
             (
                 v
@@ -174,8 +180,7 @@ class _Estimator:
             None,
         )
         n = body.get("n")
-        per_choice = cap if cap is not None else self.mean_output
-        return prompt + math.ceil(per_choice * (n if isinstance(n, int) and n > 0 else 1))
+        return self.tokens.estimate(chars, cap=cap, n=n if isinstance(n, int) and n > 0 else 1)
 
     def account(self, result: PostResult) -> tuple[int, RateInfo | None]:
         """The tokens a response used, and its rate headers; feeds the mean output."""
@@ -184,13 +189,8 @@ class _Estimator:
         if isinstance(usage, dict):
             out = usage.get("completion_tokens", usage.get("output_tokens"))
             if isinstance(out, int):
-                self._seen += 1
-                self.mean_output += (out - self.mean_output) / self._seen
+                self.tokens.observe(out)
         return usage_tokens(body), rate
-
-
-def _ignore_retry(*_: object) -> None:
-    """The Sender's per-job hook is unused: `call_with_retry` takes its own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,10 +240,8 @@ class _Batch:
         self.progress, self.stop = progress, stop
         self.estimator = _Estimator()
         self.refusal: str | None = None
-        # The engine's Sender only calls `provider.generate` in `send_with_retry`, unused here.
-        self.sender = Sender(
-            cast(Provider, provider), policy.limiter, policy.retry, policy.timeout_s, _ignore_retry
-        )
+        # No provider: raw calls go through `call_with_retry`, which takes its own retry hook.
+        self.sender = Sender(None, policy.limiter, policy.retry, policy.timeout_s)
 
     async def send(self, job: BatchJob) -> None:
         body = job.body if self.model is None else {**job.body, "model": self.model}
@@ -327,36 +325,12 @@ async def run_batch(
     )
 
 
-async def _worker(
-    todo: asyncio.Queue[BatchJob | None],
-    send: Callable[[BatchJob], Awaitable[None]],
-    stop: asyncio.Event,
-) -> None:
-    while (job := await todo.get()) is not None:
-        if not stop.is_set():  # queued before the stop: not sent
-            await send(job)
-
-
 async def dispatch(
     jobs: Iterable[BatchJob],
     send: Callable[[BatchJob], Awaitable[None]],
     workers: int,
     stop: asyncio.Event,
 ) -> None:
-    """A bounded producer/consumer: `jobs` is read only as fast as `workers` take requests."""
-    todo: asyncio.Queue[BatchJob | None] = asyncio.Queue(maxsize=2 * workers)
-    try:
-        async with asyncio.TaskGroup() as tg:
-            for _ in range(workers):
-                tg.create_task(_worker(todo, send, stop))
-            for job in jobs:
-                if stop.is_set():
-                    break
-                await todo.put(job)
-            for _ in range(workers):
-                await todo.put(None)
-    except BaseExceptionGroup as group:
-        # One failure (a full disk, say) reads better as itself than as a group of one.
-        if len(group.exceptions) == 1 and isinstance(group.exceptions[0], Exception):
-            raise group.exceptions[0] from None
-        raise
+    """`send` every job through the engine's bounded pool: `jobs` is read only as fast as
+    `workers` take requests, and none is taken once `stop` is set."""
+    await bounded(itertools.takewhile(lambda _: not stop.is_set(), jobs), send, workers)

@@ -95,7 +95,7 @@ def print_result(result: RunResult, label: str, engine: Engine | None) -> None:
     if roles:
         print(roles)
     print(f"run directory: {result.out_dir}")
-    if engine is not None and getattr(engine.provider, "simulated", False):
+    if engine is not None and engine.provider.simulated:
         print(f"note: {SIM_NOTE}")
 
 
@@ -159,7 +159,7 @@ async def cmd_compare(spec: RunSpec) -> int:
             return code
     runs = {m: runs[m] for m in METHODS}
     table = compare_table(runs)
-    simulated = bool(getattr(ACTIVE[-1].provider, "simulated", False))
+    simulated = ACTIVE[-1].provider.simulated
     title = f"{suite.name}, {len(items)} questions, seed {spec.seed}"
     if simulated:
         title += "\nsimulated (sim provider): measures the machinery, not the method"

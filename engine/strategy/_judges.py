@@ -15,29 +15,56 @@
 "First" and "most recent" are in (round, k) order. The ground-truth verdict of every response is
 computed and journaled whatever the judgement, but only coverage and accuracy read it.
 
-The reward model is an LLM (the `judge` role) asked with `RUBRIC`; `RewardScorer` sends those
+The reward model is an LLM (the `judge` role) asked with `RUBRIC`; `RoleCaller` sends those
 requests through their own limiter and the engine's retry policy, and parses the score.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import math
-import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from ttc.engine._errors import ProviderError
 from ttc.engine._events import Rated
 from ttc.engine._limiter import Limiter
+from ttc.engine._pool import bounded
 from ttc.engine._retry import RetryPolicy
-from ttc.engine._scheduler import Job, Sender
+from ttc.engine._sender import Job, Sender
 from ttc.engine._state import Pick, QuestionRecord, Scored
+from ttc.engine._tokens import TokenEstimator
 from ttc.engine._types import Item, Message, Provider, Request, Sampling, Usage, Verdict
+from ttc.engine.strategy._rubric import (
+    RESPONSE_BEGIN,
+    RESPONSE_END,
+    RUBRIC,
+    SCALE,
+    parse_score,
+    rubric,
+    split_rubric,
+)
 
-T = TypeVar("T")
+# `bounded` (the engine's worker pool) and the rubric live in their own modules; named here too
+# for the modules that import them from the judgements.
+__all__ = [
+    "RESPONSE_BEGIN",
+    "RESPONSE_END",
+    "RUBRIC",
+    "SCALE",
+    "Consensus",
+    "GroundTruth",
+    "Judgement",
+    "Noisy",
+    "RewardModel",
+    "RewardResult",
+    "RoleCaller",
+    "bounded",
+    "parse_score",
+    "rubric",
+    "split_rubric",
+    "unit_draw",
+]
 
 
 class Judgement(Protocol):
@@ -245,79 +272,6 @@ def unit_draw(seed: int, *parts: object) -> float:
     return int.from_bytes(digest, "big") / 2.0**64
 
 
-# The reward model's rubric. The response sits between two marker lines, so that a response
-# which quotes the instructions cannot pass for them.
-SCALE = 10
-RESPONSE_BEGIN = "<<<BEGIN RESPONSE>>>"
-RESPONSE_END = "<<<END RESPONSE>>>"
-RUBRIC = (
-    "You are grading a response to a problem. Judge only whether the response reaches a "
-    "correct final answer by valid reasoning; ignore style and length.\n"
-    "\n"
-    "Problem:\n"
-    "{question}\n"
-    "\n"
-    f"Response:\n{RESPONSE_BEGIN}\n{{response}}\n{RESPONSE_END}\n"
-    "\n"
-    f"Rate the correctness of the response from 0 to {SCALE}: 0 means certainly wrong, "
-    f"{SCALE // 2} means you cannot tell, {SCALE} means certainly correct. Do not solve the "
-    f'problem again at length. End your reply with one line of the form "Score: N".'
-)
-
-
-def rubric(question: str, response: str) -> str:
-    """The reward model's prompt for one response."""
-    return RUBRIC.format(question=question, response=response)
-
-
-def split_rubric(prompt: str) -> tuple[str, str] | None:
-    """(question, response) of a rubric prompt, or None if `prompt` is not one (for the sim)."""
-    head, sep, rest = prompt.partition(f"\n\nResponse:\n{RESPONSE_BEGIN}\n")
-    response, sep2, _ = rest.rpartition(f"\n{RESPONSE_END}\n")
-    if not sep or not sep2 or not head.startswith(RUBRIC.partition("{question}")[0]):
-        return None
-    return head[len(RUBRIC.partition("{question}")[0]) :], response
-
-
-# The forms a score may take, and only these: `Score: N` (markdown emphasis and a parenthesised
-# range such as "(0-10)" allowed; `score = N` too), `N/10` or `N out of 10` on the rubric's own
-# scale, or a reply that is nothing but a number. Any other number ("the answer 1/2 is wrong",
-# "step 3", "a score of 9") is not a score.
-_SCORE_LINE = re.compile(
-    r"(?<!\w)score[\s*_]*(?:\([^)\n]*\))?[\s*_]*[:=][\s*_]*"
-    r"(\d+(?:\.\d+)?)(?:[\s*_]*(?:/|out\s+of)\s*(\d+(?:\.\d+)?))?",
-    re.I,
-)
-_ON_SCALE = re.compile(
-    r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:/|out\s+of)\s*(\d+(?:\.\d+)?)(?![\d.]*\d)", re.I
-)
-_BARE = re.compile(r"[\s*]*(\d+(?:\.\d+)?)[\s*]*\.?\s*")
-
-
-def parse_score(text: str, scale: int = SCALE) -> float | None:
-    """The score of a judge's reply as a share of `scale`, or None when it holds none.
-
-    In order: the last `Score: N` (`Score: N/10` too), the last `N/10` (or `N out of 10`),
-    a reply that is a number and nothing else. A value outside [0, scale], or over another
-    denominator than `scale`, is no score.
-    """
-    value: str | None = None
-    if found := _SCORE_LINE.findall(text):
-        value, denominator = found[-1]
-        if denominator and float(denominator) != scale:
-            return None
-    elif found := [f for f in _ON_SCALE.findall(text) if float(f[1]) == scale]:
-        value = found[-1][0]
-    elif bare := _BARE.fullmatch(text):
-        value = bare.group(1)
-    if value is None:
-        return None
-    number = float(value)
-    if not (math.isfinite(number) and 0 <= number <= scale):
-        return None
-    return number / scale
-
-
 @dataclass(frozen=True, slots=True)
 class RewardResult:
     """One reward-model call: the share it gave (None: unparsed, or the call failed)."""
@@ -376,6 +330,8 @@ class RoleCaller:
         self.on_success = on_success
         limiter = Limiter(None, None, concurrency)
         self.sender = Sender(provider, limiter, retry, timeout_s, self._on_retry)
+        # A judge's reply is a short rating: guess 64 tokens until replies have been seen.
+        self.tokens = TokenEstimator(first_output=64)
 
     def _on_retry(self, job: Job, attempt: int, error: ProviderError, delay: float) -> None:
         self.retries += 1
@@ -385,12 +341,14 @@ class RoleCaller:
         seed = int(unit_draw(self.seed, "role", item.id, *key) * 2**31)
         sampling = replace(self.sampling, seed=seed)
         request = Request((Message("user", prompt),), sampling, 1, item.id)
-        outcome = await self.sender.send_with_retry(Job(-1, 0, 0, request, len(prompt) // 4 + 64))
+        job = Job(-1, 0, 0, request, self.tokens.estimate(len(prompt)))
+        outcome = await self.sender.send_with_retry(job)
         if outcome.completion is None:
             assert outcome.error is not None
             self.on_failure(outcome.error)
             return None, Usage(), f"{outcome.error.kind}: {outcome.error}"[:300]
         self.on_success()
+        self.tokens.observe_usage(outcome.completion.usage)
         return outcome.completion.texts[0], outcome.completion.usage, ""
 
     async def score(self, item: Item, round_no: int, k: int, response: str) -> RewardResult:
@@ -399,16 +357,3 @@ class RoleCaller:
         if text is None:
             return RewardResult(None, None, usage, error)
         return RewardResult(parse_score(text), text, usage)
-
-
-async def bounded(things: Iterable[T], fn: Callable[[T], Awaitable[Any]], workers: int) -> None:
-    """Runs `await fn(x)` for every x, at most `workers` at once, with no task per x."""
-    it = iter(things)
-
-    async def worker() -> None:
-        for x in it:  # a shared iterator: each x goes to one worker
-            await fn(x)
-
-    async with asyncio.TaskGroup() as tg:
-        for _ in range(max(1, workers)):
-            tg.create_task(worker())

@@ -5,18 +5,17 @@ from __future__ import annotations
 import asyncio
 import math
 import socket
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
 import numpy as np
-import orjson
 import pytest
-from aiohttp import web
+from fakes import Loopback, Reply, Seen, StartLoopback
 
-from ttc.adapters.embedders._remote_embed import GeminiEmbedder
+from ttc.adapters.embedders._remote_embed import EmbedOptions, GeminiEmbedder
+from ttc.adapters.providers._connection import Connection
 from ttc.adapters.providers._gemini import GeminiProvider
 from ttc.adapters.sim._serve import ServeOptions, running_server
 from ttc.engine._errors import BadRequest, ConfigError, Fatal, RateLimited, Transient
@@ -24,51 +23,6 @@ from ttc.engine._types import Embedder, Message, Provider, Request, Sampling
 
 KEY = "AIza-test-SECRET-0123456789"
 DEFAULTS = Sampling()
-
-
-@dataclass
-class Reply:
-    """One scripted answer: a status and a JSON value or raw bytes."""
-
-    status: int = 200
-    body: Any = None
-    cut: bytes | None = None  # send these bytes of a longer body, then drop the connection
-
-
-@dataclass
-class Seen:
-    """One request as the server received it."""
-
-    path: str
-    headers: dict[str, str]
-    body: Any
-
-
-@dataclass
-class Loopback:
-    """A real HTTP server on 127.0.0.1 answering from a script; records every request."""
-
-    default: Callable[[Seen], Reply]
-    script: list[Reply] = field(default_factory=list)
-    seen: list[Seen] = field(default_factory=list)
-    url: str = ""
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        raw = await request.read()
-        seen = Seen(request.path, dict(request.headers), orjson.loads(raw) if raw else None)
-        self.seen.append(seen)
-        reply = self.script.pop(0) if self.script else self.default(seen)
-        if reply.cut is not None:
-            response = web.StreamResponse(status=reply.status)
-            response.content_length = len(reply.cut) + 1000
-            response.content_type = "application/json"
-            await response.prepare(request)
-            await response.write(reply.cut)
-            assert request.transport is not None
-            request.transport.close()
-            return response
-        data = reply.body if isinstance(reply.body, bytes) else orjson.dumps(reply.body)
-        return web.Response(status=reply.status, body=data, content_type="application/json")
 
 
 def generate_reply(seen: Seen) -> Reply:
@@ -106,22 +60,9 @@ def google_error(code: int, status: str, message: str, *details: dict[str, Any])
     return Reply(code, {"error": error})
 
 
-async def serve(handler: Loopback) -> web.AppRunner:
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    handler.url = f"http://127.0.0.1:{runner.addresses[0][1]}/"
-    return runner
-
-
 @pytest.fixture
-async def server() -> AsyncIterator[Loopback]:
-    handler = Loopback(generate_reply)
-    runner = await serve(handler)
-    yield handler
-    await runner.cleanup()
+async def server(loopback: StartLoopback) -> Loopback:
+    return await loopback(generate_reply, "/")
 
 
 @pytest.fixture
@@ -201,7 +142,9 @@ async def test_our_session_carries_the_requests(server: Loopback) -> None:
     trace = aiohttp.TraceConfig()
     trace.on_request_start.append(on_start)
     async with aiohttp.ClientSession(trace_configs=[trace]) as session:
-        p = GeminiProvider("gemini-test", base_url=server.url, api_key=KEY, session=session)
+        p = GeminiProvider(
+            "gemini-test", base_url=server.url, api_key=KEY, connection=Connection(session)
+        )
         await p.generate(ask())
         await p.generate(ask())
         await p.aclose()
@@ -209,7 +152,9 @@ async def test_our_session_carries_the_requests(server: Loopback) -> None:
     assert len(sent) == 2
     assert sent[0].endswith("/v1/models/gemini-test:generateContent")
 
-    ours = GeminiProvider("gemini-test", base_url=server.url, api_key=KEY, max_connections=3)
+    ours = GeminiProvider(
+        "gemini-test", base_url=server.url, api_key=KEY, connection=Connection(max_connections=3)
+    )
     await ours.generate(ask())
     own = ours._session
     assert own is not None
@@ -404,15 +349,14 @@ async def test_local_server_without_key(server: Loopback, monkeypatch: pytest.Mo
 
 
 @pytest.fixture
-async def embed_server() -> AsyncIterator[Loopback]:
-    handler = Loopback(embed_reply)
-    runner = await serve(handler)
-    yield handler
-    await runner.cleanup()
+async def embed_server(loopback: StartLoopback) -> Loopback:
+    return await loopback(embed_reply, "/")
 
 
 async def test_embedder_batches_and_normalises(embed_server: Loopback) -> None:
-    embedder = GeminiEmbedder(base_url=embed_server.url, api_key=KEY, batch_size=2)
+    embedder = GeminiEmbedder(
+        base_url=embed_server.url, api_key=KEY, options=EmbedOptions(batch_size=2)
+    )
     texts = ["a", "bb", "ccc", "dddd", "eeeee"]
     vectors = await asyncio.to_thread(embedder.embed, texts)
     assert isinstance(embedder, Embedder)
@@ -432,7 +376,9 @@ async def test_embedder_batches_and_normalises(embed_server: Loopback) -> None:
 
 async def test_embedder_retries_then_translates(embed_server: Loopback) -> None:
     embedder = GeminiEmbedder(
-        base_url=embed_server.url, api_key=KEY, backoff_s=0.001, max_attempts=3, dim=3
+        base_url=embed_server.url,
+        api_key=KEY,
+        options=EmbedOptions(backoff_s=0.001, max_attempts=3, dim=3),
     )
     retry = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "0.01s"}
     embed_server.script += [

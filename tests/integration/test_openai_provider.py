@@ -1,4 +1,5 @@
-"""OpenAIProvider and OpenAIEmbedder against a real loopback HTTP server that follows a script."""
+"""OpenAIProvider and OpenAIEmbedder against a real loopback HTTP server that follows a script
+(the shared `loopback` fixture)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,16 @@ import email.utils
 import math
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import numpy as np
-import orjson
 import pytest
-from aiohttp import web
+from fakes import Loopback, Reply, Seen, StartLoopback
 
-from ttc.adapters.embedders._remote_embed import OpenAIEmbedder
+from ttc.adapters.embedders._remote_embed import EmbedOptions, OpenAIEmbedder
+from ttc.adapters.providers._connection import Connection
 from ttc.adapters.providers._http import (
     google_retry_delay,
     parse_duration,
@@ -46,55 +46,6 @@ RATE_HEADERS = {
     "x-ratelimit-reset-requests": "120ms",
     "x-ratelimit-reset-tokens": "6m0s",
 }
-
-
-@dataclass
-class Reply:
-    """One scripted answer: a status, headers, and a JSON value or raw bytes."""
-
-    status: int = 200
-    body: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
-    # Send these bytes of a longer announced body, then drop the connection.
-    cut: bytes | None = None
-
-
-@dataclass
-class Seen:
-    """One request as the server received it."""
-
-    path: str
-    headers: dict[str, str]
-    body: Any
-
-
-class Loopback:
-    """A real HTTP server on 127.0.0.1 answering from a script; records every request."""
-
-    def __init__(self, default: Callable[[Seen], Reply]) -> None:
-        self.default = default
-        self.script: list[Reply] = []
-        self.seen: list[Seen] = []
-        self.url = ""
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        raw = await request.read()
-        seen = Seen(request.path, dict(request.headers), orjson.loads(raw) if raw else None)
-        self.seen.append(seen)
-        reply = self.script.pop(0) if self.script else self.default(seen)
-        if reply.cut is not None:
-            response = web.StreamResponse(status=reply.status, headers=reply.headers)
-            response.content_length = len(reply.cut) + 1000
-            response.content_type = "application/json"
-            await response.prepare(request)
-            await response.write(reply.cut)
-            assert request.transport is not None
-            request.transport.close()
-            return response
-        data = reply.body if isinstance(reply.body, bytes) else orjson.dumps(reply.body)
-        return web.Response(
-            status=reply.status, body=data, headers=reply.headers, content_type="application/json"
-        )
 
 
 def chat_reply(seen: Seen) -> Reply:
@@ -127,22 +78,9 @@ def embedding_reply(seen: Seen) -> Reply:
     return Reply(body={"object": "list", "data": data[::-1], "model": "e", "usage": usage})
 
 
-async def start(handler: Loopback) -> web.AppRunner:
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    handler.url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
-    return runner
-
-
 @pytest.fixture
-async def server() -> AsyncIterator[Loopback]:
-    handler = Loopback(chat_reply)
-    runner = await start(handler)
-    yield handler
-    await runner.cleanup()
+async def server(loopback: StartLoopback) -> Loopback:
+    return await loopback(chat_reply, "/v1")
 
 
 @pytest.fixture
@@ -679,11 +617,11 @@ def test_missing_key_for_openai_is_a_config_error(monkeypatch: pytest.MonkeyPatc
 
 async def test_session_ownership(server: Loopback) -> None:
     async with aiohttp.ClientSession() as session:
-        theirs = OpenAIProvider("m", base_url=server.url, session=session)
+        theirs = OpenAIProvider("m", base_url=server.url, connection=Connection(session))
         await theirs.generate(ask())
         await theirs.aclose()
         assert not session.closed
-    ours = OpenAIProvider("m", base_url=server.url, max_connections=4)
+    ours = OpenAIProvider("m", base_url=server.url, connection=Connection(max_connections=4))
     await ours.generate(ask())
     own = ours._session
     assert own is not None
@@ -769,15 +707,14 @@ async def test_post_json_passes_other_2xx_bodies_through(
 
 
 @pytest.fixture
-async def embed_server() -> AsyncIterator[Loopback]:
-    handler = Loopback(embedding_reply)
-    runner = await start(handler)
-    yield handler
-    await runner.cleanup()
+async def embed_server(loopback: StartLoopback) -> Loopback:
+    return await loopback(embedding_reply, "/v1")
 
 
 async def test_embedder_batches_and_normalises(embed_server: Loopback) -> None:
-    embedder = OpenAIEmbedder(base_url=embed_server.url, api_key=KEY, batch_size=2)
+    embedder = OpenAIEmbedder(
+        base_url=embed_server.url, api_key=KEY, options=EmbedOptions(batch_size=2)
+    )
     texts = ["a", "bb", "ccc", "dddd", "eeeee"]
     vectors = await asyncio.to_thread(embedder.embed, texts)
     assert isinstance(embedder, Embedder)
@@ -803,14 +740,16 @@ async def test_embedder_learns_dim_by_probe_and_sends_dimensions(embed_server: L
     assert await asyncio.to_thread(lambda: probe.dim) == 3
     assert len(embed_server.seen) == 1
     assert OpenAIEmbedder(api_key=KEY).dim == 1536  # OpenAI's own model: known, no request
-    sized = OpenAIEmbedder(base_url=embed_server.url, dim=3)
+    sized = OpenAIEmbedder(base_url=embed_server.url, options=EmbedOptions(dim=3))
     await asyncio.to_thread(sized.embed, ["x"])
     assert embed_server.seen[-1].body["dimensions"] == 3
 
 
 async def test_embedder_retries_rate_limits_then_gives_up(embed_server: Loopback) -> None:
     embedder = OpenAIEmbedder(
-        base_url=embed_server.url, api_key=KEY, backoff_s=0.001, max_attempts=3
+        base_url=embed_server.url,
+        api_key=KEY,
+        options=EmbedOptions(backoff_s=0.001, max_attempts=3),
     )
     embed_server.script += [
         too_many({"retry-after-ms": "5"}),

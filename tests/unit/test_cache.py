@@ -26,10 +26,10 @@ from ttc.engine import (
     Transient,
     Usage,
 )
-from ttc.engine._cache import CachingProvider, ResponseCache, cache_key
+from ttc.engine._cache import CachingProvider, ProviderCache, ResponseCache, cache_key
 from ttc.engine._limiter import Limiter
 from ttc.engine._retry import RetryPolicy
-from ttc.engine._scheduler import Job, Sender
+from ttc.engine._sender import Job, Sender
 
 REQUEST = Request(
     messages=(Message("system", "Be brief."), Message("user", "What is 2+2?")),
@@ -303,12 +303,13 @@ def test_a_cache_of_another_schema_version_is_a_config_error(tmp_path: Path) -> 
 
 
 @dataclass
-class CountingProvider:
+class CountingProvider(Provider):
     """Answers `echo:<last message>`; fails requests whose last message is `fail`, once each."""
 
     name: str = "counting"
     model: str = "counting-1"
     simulated: bool = True
+    endpoint: str | None = None
     calls: int = 0
     failed: set[str] = field(default_factory=set)
     closed: bool = False
@@ -364,10 +365,8 @@ async def test_another_model_is_not_served_from_the_cache(tmp_path: Path) -> Non
 async def test_another_endpoint_is_not_served_from_the_cache(tmp_path: Path) -> None:
     # A rehearsal against `ttc serve` with the real model name must not answer the real run.
     with ResponseCache(tmp_path / "c.sqlite3") as cache:
-        rehearsal = CountingProvider(model="gpt-4.1-mini")
-        rehearsal.endpoint = "http://127.0.0.1:8000/v1"  # type: ignore[attr-defined]
-        real = CountingProvider(model="gpt-4.1-mini")
-        real.endpoint = "https://api.openai.com/v1"  # type: ignore[attr-defined]
+        rehearsal = CountingProvider(model="gpt-4.1-mini", endpoint="http://127.0.0.1:8000/v1")
+        real = CountingProvider(model="gpt-4.1-mini", endpoint="https://api.openai.com/v1")
         a, b = CachingProvider(rehearsal, cache), CachingProvider(real, cache)
         for r in requests(3):
             await a.generate(r)
@@ -388,6 +387,29 @@ async def test_cached_answers_do_not_wait_for_the_rate_limit(tmp_path: Path) -> 
                 outcome = await sender.send_with_retry(Job(i, 1, 0, r, est_tokens=10))
                 assert outcome.completion is not None
         assert (provider.hits, provider.misses) == (5, 5)
+
+
+async def test_the_sender_looks_up_before_the_limiter_and_stores_what_it_buys(
+    tmp_path: Path,
+) -> None:
+    inner = CountingProvider()
+    with ResponseCache(tmp_path / "c.sqlite3") as cache:
+        responses = ProviderCache(cache, inner)
+        limiter = Limiter(rpm=1, headroom=0.0)
+        sender = Sender(inner, limiter, RetryPolicy(base_delay=0.0), 10.0, cache=responses)
+        first = await sender.send_with_retry(Job(0, 1, 0, requests(1)[0], est_tokens=10))
+        # The second pass is answered before the one-per-minute limiter could let it through.
+        async with asyncio.timeout(5):
+            again = await sender.send_with_retry(Job(0, 1, 0, requests(1)[0], est_tokens=10))
+        assert again.completion == first.completion
+        unpaced = Sender(inner, Limiter(), RetryPolicy(base_delay=0.0), 10.0, cache=responses)
+        failing = await unpaced.send_with_retry(Job(1, 1, 0, requests(1, "fail")[0], 10))
+        stored = len(cache)
+    assert failing.completion is not None
+    assert failing.attempts == 2
+    assert inner.calls == 3
+    # Attempts sent count as misses, failed ones too; only the two answers are stored.
+    assert (responses.hits, responses.misses, stored) == (1, 3, 2)
 
 
 async def test_errors_are_not_cached(tmp_path: Path) -> None:
@@ -417,15 +439,17 @@ async def test_a_request_for_several_samples_is_one_entry(tmp_path: Path) -> Non
     assert inner.calls == 1
 
 
-async def test_it_is_a_provider_that_forwards_attributes(tmp_path: Path) -> None:
-    inner = CountingProvider()
+async def test_it_is_a_provider_that_forwards_what_it_declares(tmp_path: Path) -> None:
+    inner = CountingProvider(endpoint="http://127.0.0.1:9/v1", simulated=False)
     with ResponseCache(tmp_path / "c.sqlite3") as cache:
         provider = CachingProvider(inner, cache)
         assert isinstance(provider, Provider)
         assert (provider.name, provider.model) == ("counting", "counting-1")
+        assert (provider.endpoint, provider.simulated) == ("http://127.0.0.1:9/v1", False)
+        inner.simulated = True  # a remote provider learns it from its first answer
         assert provider.simulated is True
         with pytest.raises(AttributeError):
-            _ = provider.no_such_attribute
+            _ = provider.calls  # type: ignore[attr-defined]
 
 
 async def test_aclose_flushes_the_cache_and_leaves_the_provider_open(tmp_path: Path) -> None:

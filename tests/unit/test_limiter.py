@@ -1,4 +1,5 @@
-"""Limiter tests on a fake clock: the loop's `time` is patched, nothing really sleeps."""
+"""Limiter tests on a fake clock (the `clock` fixture): the loop's `time` is patched, nothing
+really sleeps."""
 
 from __future__ import annotations
 
@@ -8,50 +9,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from fakes import ScriptedProvider
+from fakes import FakeClock, ScriptedProvider
 
 from ttc.engine._errors import ConfigError, RateLimited
 from ttc.engine._limiter import Limiter
 from ttc.engine._retry import RetryPolicy
-from ttc.engine._scheduler import Job, Sender
+from ttc.engine._sender import Job, Sender
 from ttc.engine._types import Message, RateInfo, Request
-
-START = 1000.0
-
-
-class FakeClock:
-    """Stands in for `loop.time`; `advance` moves it and lets due timers and their wakers run."""
-
-    def __init__(self) -> None:
-        self.now = START
-
-    def time(self) -> float:
-        return self.now
-
-    @property
-    def elapsed(self) -> float:
-        return self.now - START
-
-    async def settle(self) -> None:
-        # Waking a chain of waiters takes a loop turn per link (timer → future → task step →
-        # next waker), so yield generously; no timer here is ever due before the clock moves.
-        for _ in range(50):
-            await asyncio.sleep(0)
-
-    async def advance(self, seconds: float) -> None:
-        self.now += seconds
-        await self.settle()
-
-    async def advance_to(self, elapsed: float) -> None:
-        self.now = START + elapsed
-        await self.settle()
-
-
-@pytest.fixture
-async def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    fake = FakeClock()
-    monkeypatch.setattr(asyncio.get_running_loop(), "time", fake.time)
-    return fake
 
 
 class Crowd:

@@ -32,7 +32,15 @@ from _paper_plan import (  # noqa: E402
 )
 
 from ttc.adapters import SimConfig, SimProvider  # noqa: E402
-from ttc.engine import Completion, ConfigError, Item, Request, Suite, sample_seed  # noqa: E402
+from ttc.engine import (  # noqa: E402
+    Completion,
+    ConfigError,
+    Item,
+    Provider,
+    Request,
+    Suite,
+    sample_seed,
+)
 
 METHODS = ("unif", "elim", "rand", "adpt")
 SEEDS = (0, 1)
@@ -40,7 +48,7 @@ N = 12
 
 
 @dataclass
-class CountingSim:
+class CountingSim(Provider):
     """The sim provider, recording every request it is sent as (suite, seed, request)."""
 
     inner: SimProvider

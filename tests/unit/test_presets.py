@@ -742,7 +742,7 @@ async def test_a_resumed_matched_run_keeps_the_budget_it_started_with(tmp_path: 
 
 
 @dataclass
-class RubricJudge:
+class RubricJudge(Provider):
     """Scores a right response 9 and a wrong one 1; the first call for each question in `fail`
     fails (an outage)."""
 
@@ -856,7 +856,7 @@ async def test_role_calls_leave_the_temperature_to_the_api_unless_given() -> Non
     assert run_config(RunSpec.from_args(args), "adpt").judge_temperature == 0.2
 
 
-class Refusing:
+class Refusing(Provider):
     """A role model that refuses every call (as api.openai.com refuses a temperature a
     reasoning model does not take)."""
 

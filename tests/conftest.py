@@ -1,0 +1,40 @@
+"""Fixtures shared by every layer's tests: the scripted provider, the fake clock, and one
+loopback HTTP server factory (the fakes themselves are in `fakes.py`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+from aiohttp import web
+from fakes import FakeClock, Loopback, Reply, ScriptedProvider, Seen, StartLoopback
+
+
+@pytest.fixture
+def scripted() -> ScriptedProvider:
+    """A scripted provider with an empty script: every question answers `wrong`."""
+    return ScriptedProvider()
+
+
+@pytest.fixture
+async def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    """The running loop's `time`, replaced by a clock that moves only when told."""
+    fake = FakeClock()
+    monkeypatch.setattr(asyncio.get_running_loop(), "time", fake.time)
+    return fake
+
+
+@pytest.fixture
+async def loopback() -> AsyncIterator[StartLoopback]:
+    """Starts loopback servers on demand; all of them stop when the test ends."""
+    runners: list[web.AppRunner] = []
+
+    async def start(default: Callable[[Seen], Reply], prefix: str = "") -> Loopback:
+        server = Loopback(default)
+        runners.append(await server.start(prefix))
+        return server
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
