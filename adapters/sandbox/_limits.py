@@ -45,8 +45,16 @@ def rlimits(uid: int, options: RunOptions) -> tuple[tuple[int, int], ...]:
 
 
 def cpu_limit(timeout_s: float, cpu_s: float | None) -> int:
-    """RLIMIT_CPU in whole seconds: `cpu_s`, else the wall-clock limit, rounded up."""
-    return max(1, math.ceil(timeout_s if cpu_s is None else cpu_s))
+    """RLIMIT_CPU in whole seconds: `cpu_s`, else the wall-clock limit rounded up plus one.
+
+    Without a CPU limit of its own, the wall clock is the limit and RLIMIT_CPU only a backstop
+    (for a program whose threads burn CPU faster than the clock runs): set equal to the wall
+    limit, a single-threaded loop would race the wall-clock timer on a loaded machine, and be
+    reported as out of CPU time one run in a few.
+    """
+    if cpu_s is not None:
+        return max(1, math.ceil(cpu_s))
+    return math.ceil(timeout_s) + 1
 
 
 def preexec(limits: tuple[tuple[int, int], ...], drop: tuple[int, int] | None) -> None:

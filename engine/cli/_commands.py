@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,23 @@ EXIT_BUDGET = StopKind.BUDGET.exit_code
 EXIT_PROVIDER = StopKind.PROVIDER.exit_code
 EXIT_INTERRUPTED = StopKind.INTERRUPTED.exit_code
 
-# The engines of the running command, so that Ctrl-C can ask each of them to stop (the exit
-# code comes from each run's typed stop reason, `RunResult.stopped`, not from here).
-ACTIVE: list[Engine] = []
+
+@dataclass
+class Session:
+    """The engines one command has started, so that Ctrl-C can ask each of them to stop (the
+    exit code comes from each run's typed stop reason, `RunResult.stopped`, not from here)."""
+
+    engines: list[Engine] = field(default_factory=list)
+
+    def stop(self, why: str) -> None:
+        """Every engine stops dispatching; requests in flight finish and are recorded."""
+        for engine in self.engines:
+            engine.stop(why)
+
+    @property
+    def running(self) -> bool:
+        """Whether an engine is still running its rounds (not writing its results)."""
+        return any(engine.running for engine in self.engines)
 
 
 def out_dir(spec: RunSpec) -> Path:
@@ -58,6 +73,7 @@ async def run_one(
     out: Path,
     suite: Suite,
     items: list[Item],
+    session: Session,
     resume: bool = False,
 ) -> RunResult:
     """One method's run over `items` into `out`, wired from `spec`; prints the cache's tally."""
@@ -68,7 +84,7 @@ async def run_one(
         engine = make_engine(
             config, wired, out=out, resume=resume, progress=progress, invocation=invocation
         )
-        ACTIVE.append(engine)
+        session.engines.append(engine)
         async with engine:
             result = await engine.run(items)
     sending = wired.sending
@@ -125,17 +141,17 @@ def stop_code(stopped: StopReason | None, out: Path) -> int:
     return stopped.exit_code
 
 
-async def cmd_run(spec: RunSpec) -> int:
+async def cmd_run(spec: RunSpec, session: Session) -> int:
     """`ttc run`: one method; the exit code says whether and why it stopped early."""
     assert spec.method is not None
     suite, items = suite_and_items(spec.suite)
     out = out_dir(spec)
-    result = await run_one(spec, spec.method, out, suite, items, resume=spec.resume)
-    print_result(result, f"{spec.method} on {suite.name}", ACTIVE[-1])
+    result = await run_one(spec, spec.method, out, suite, items, session, resume=spec.resume)
+    print_result(result, f"{spec.method} on {suite.name}", session.engines[-1])
     return stop_code(result.stopped, out)
 
 
-async def cmd_compare(spec: RunSpec) -> int:
+async def cmd_compare(spec: RunSpec, session: Session) -> int:
     """`ttc compare`: the main four methods on one warm-up, a table and a plot."""
     suite, items = suite_and_items(spec.suite)
     out = out_dir(spec)
@@ -151,7 +167,7 @@ async def cmd_compare(spec: RunSpec) -> int:
         if method != "elim" and not (out / method / "journal.jsonl").exists():
             share_warmup(out / "elim" / "journal.jsonl", out / method / "journal.jsonl",
                          spec.warmup_rounds)  # fmt: skip
-        result = await run_one(spec, method, out / method, suite, items, resume=True)
+        result = await run_one(spec, method, out / method, suite, items, session, resume=True)
         runs[method] = [round_row(s) for s in result.rounds]
         log.info("%s: coverage %.1f%%", method, 100 * result.coverage)
         code = stop_code(result.stopped, out)
@@ -159,7 +175,7 @@ async def cmd_compare(spec: RunSpec) -> int:
             return code
     runs = {m: runs[m] for m in METHODS}
     table = compare_table(runs)
-    simulated = ACTIVE[-1].provider.simulated
+    simulated = session.engines[-1].provider.simulated
     title = f"{suite.name}, {len(items)} questions, seed {spec.seed}"
     if simulated:
         title += "\nsimulated (sim provider): measures the machinery, not the method"

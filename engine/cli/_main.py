@@ -26,7 +26,7 @@ log = logging.getLogger("ttc")
 RUNS = ("run", "compare")
 
 
-def _on_signals(grace_s: float) -> None:
+def _on_signals(grace_s: float, session: commands.Session) -> None:
     """First Ctrl-C (or SIGTERM): stop dispatching, let requests in flight finish for up to
     `grace_s`, write everything down. Second Ctrl-C: stop at once. Either way the run directory
     stays resumable."""
@@ -41,8 +41,7 @@ def _on_signals(grace_s: float) -> None:
         if presses > 1:
             task.cancel()
             return
-        for engine in commands.ACTIVE:
-            engine.stop("interrupted")
+        session.stop("interrupted")
         print(
             f"\nttc: stopping: no new requests; waiting up to {grace_s:g} s for those in "
             "flight (Ctrl-C again to stop at once)",
@@ -53,7 +52,7 @@ def _on_signals(grace_s: float) -> None:
     def cancel_if_running() -> None:
         # Past the grace period, cut off requests still in flight; a run already writing
         # its results is left to finish them.
-        if any(engine.running for engine in commands.ACTIVE):
+        if session.running:
             task.cancel()
 
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -62,9 +61,10 @@ def _on_signals(grace_s: float) -> None:
 
 async def _dispatch(args: argparse.Namespace, spec: RunSpec | None) -> int:
     if spec is not None:
-        _on_signals(spec.grace_s)
+        session = commands.Session()
+        _on_signals(spec.grace_s, session)
         runs = {"run": commands.cmd_run, "compare": commands.cmd_compare}
-        return await runs[args.command](spec)
+        return await runs[args.command](spec, session)
     from ttc.engine.cli._batch import cmd_batch
     from ttc.engine.cli._tools import cmd_report, cmd_serve, cmd_verify
 

@@ -88,9 +88,9 @@ async def test_bounded_propagates_the_first_error() -> None:
             raise ValueError("two")
         await asyncio.sleep(0)
 
-    with pytest.raises(ExceptionGroup) as info:
+    # As itself, not in a group: `except ValueError` around a pool catches what the work raised.
+    with pytest.raises(ValueError, match="two"):
         await bounded(range(10), work, 2)
-    assert info.group_contains(ValueError)
 
 
 async def test_batches_group_what_landed_and_end_every_reader() -> None:
