@@ -35,7 +35,6 @@ from _paper_plan import (
 
 from ttc.adapters import make_embedder
 from ttc.engine import (
-    CachingProvider,
     ConfigError,
     Embedder,
     Engine,
@@ -216,9 +215,8 @@ class Grid:
                 result = await engine.run(ls.items)
         finally:
             self.current = None
-        sending = wired.sending
         requests = sum(s.requests for s in result.rounds)
-        sent = sending.misses if isinstance(sending, CachingProvider) else requests
+        sent = engine.cache.misses if engine.cache is not None else requests
         return Outcome(
             ls.name,
             seed,

@@ -156,6 +156,13 @@ class RunBudget:
         """A role model's call was answered: its failure streak is over."""
         self._role_streaks[role] = 0
 
+    def role_outcome(self, role: str, error: ProviderError | None) -> None:
+        """A role model's call ended: answered (None), or failed after its retries."""
+        if error is None:
+            self.role_answered(role)
+        else:
+            self.role_failed(role, error)
+
     def role_costs(self, state: RunState) -> dict[str, float | None]:
         """What each role model's calls cost so far (None when it has no known price)."""
         return self.pricing.role_costs(self.role_usage(state))

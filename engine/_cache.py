@@ -265,8 +265,9 @@ class ProviderCache:
 class CachingProvider(Provider):
     """A provider answering from a `ResponseCache` when it can, and filling it when it cannot.
 
-    For callers that take a provider and nothing else: the `Sender` takes the cache on its own
-    (`Sender(..., cache=...)`) and, handed one of these, sends to `provider` with `responses`. It
+    For callers that take a provider and nothing else. The engine does not need it: it takes the
+    cache itself (`EngineOptions(cache=...)`) and hands it to each model's `Sender`, so that
+    answers from the cache skip the rate limits; through this wrapper they would not. It
     forwards exactly the inner provider's identity (`name`, `model`, `endpoint`) and its
     `simulated` capability, nothing else. `hits` and `misses` are those of `responses`. The
     caller owns the inner provider and the cache; `aclose` only flushes the cache.

@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import Any
 
 from ttc.engine._budget import Pricing, RunBudget, StopReason
+from ttc.engine._cache import ProviderCache
 from ttc.engine._config import RunConfig
 from ttc.engine._errors import ConfigError
 from ttc.engine._events import Event, RoundEnded, RunStarted
@@ -102,6 +103,13 @@ class Engine:
         # True while rounds run (not during set-up or the final writing of results).
         self.running = False
         self.outputs = TokenEstimator()
+        # The response cache as each model sees it (keyed by its identity), handed to its Sender.
+        self.cache = None if opts.cache is None else ProviderCache(opts.cache, provider)
+        self._role_caches = {
+            role: ProviderCache(opts.cache, p)
+            for role, p in self.roles.items()
+            if opts.cache is not None
+        }
         self.scorer = self._caller("judge") if self.strategy.judgement.reward_model else None
         rates = self.strategy.allocation.needs_difficulty
         self._rater = self._caller("difficulty") if rates else None
@@ -122,8 +130,8 @@ class Engine:
             cfg.timeout_s,
             cfg.seed,
             Sampling(temperature=cfg.judge_temperature),
-            on_failure=lambda error: budget.role_failed(role, error),
-            on_success=lambda: budget.role_answered(role),
+            on_outcome=lambda error: budget.role_outcome(role, error),
+            cache=self._role_caches.get(role),
         )
 
     @property
@@ -308,6 +316,7 @@ class Engine:
             self.budget,
             self.outputs,
             self._emit,
+            self.cache,
         )
 
     async def _round(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ttc.engine._cache import ResponseCache
 from ttc.engine._limiter import Limiter
 from ttc.engine._observer import RunObserver
 from ttc.engine._prices import Price
@@ -21,7 +22,9 @@ class EngineOptions:
     price: the policy model's (default: the price table's); verifiers: a verifier pool to share
     between engines (the engine then neither starts nor closes it, unless `run` must start it);
     observer: watches the run (e.g. the command line's progress line); invocation: how the run
-    was asked for, recorded in config.json.
+    was asked for, recorded in config.json; cache: a response cache that answers what the policy
+    and role models were asked before, ahead of any rate-limit slot, and keeps what they answer
+    (the host opens and closes it).
     """
 
     strategy: Strategy | None = None
@@ -31,3 +34,4 @@ class EngineOptions:
     verifiers: VerifierPool | None = None
     observer: RunObserver | None = None
     invocation: dict[str, Any] | None = None
+    cache: ResponseCache | None = None

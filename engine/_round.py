@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from ttc.engine._budget import RunBudget
+from ttc.engine._cache import ProviderCache
 from ttc.engine._config import RunConfig
 from ttc.engine._errors import ProviderError
 from ttc.engine._events import Event, Judged, Retried, SampleFailed, SampleLanded
@@ -84,6 +85,8 @@ class RoundContext:
     budget: RunBudget
     outputs: TokenEstimator
     emit: Callable[[Event], None]
+    # The response cache as the policy model sees it, if the host gave one.
+    cache: ProviderCache | None = None
 
     @property
     def stopped(self) -> bool:
@@ -143,6 +146,7 @@ class RoundRun:
                 cfg.timeout_s,
                 self.on_retry,
                 seed=sample_seed(cfg.seed, "", self.t, 0),
+                cache=ctx.cache,
             )
             workers = min(cfg.concurrency, self.stats.requests)
             # A few verify workers per verifier process keep every process busy.

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ttc.engine._cache import CachingProvider, ProviderCache
+from ttc.engine._cache import ProviderCache
 from ttc.engine._errors import Fatal, ProviderError, RateLimited, Transient
 from ttc.engine._limiter import Limiter
 from ttc.engine._retry import RetryPolicy
@@ -63,8 +63,7 @@ class Sender:
 
     `provider` may be None for a sender that only makes raw calls (`call_with_retry`). `cache`,
     if given, answers `send_with_retry` before any rate-limit slot is taken, and keeps every
-    completion bought. A `CachingProvider` handed as the provider is taken apart into its inner
-    provider and its cache, so that its answers skip the limiter too.
+    completion bought.
     """
 
     def __init__(
@@ -78,9 +77,6 @@ class Sender:
         *,
         cache: ProviderCache | None = None,
     ) -> None:
-        if isinstance(provider, CachingProvider):
-            cache = cache or provider.responses
-            provider = provider.provider
         self.provider = provider
         self.cache = cache
         self.limiter = limiter

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from ttc.engine import CachingProvider, StopKind, StopReason
+from ttc.engine import StopKind, StopReason
 from ttc.engine._config import METHODS
 from ttc.engine._engine import Engine
 from ttc.engine._errors import ConfigError, DataError
@@ -87,9 +87,9 @@ async def run_one(
         session.engines.append(engine)
         async with engine:
             result = await engine.run(items)
-    sending = wired.sending
-    if isinstance(sending, CachingProvider):
-        print(f"cache: {sending.misses} requests sent, {sending.hits} answered from the cache")
+    if engine.cache is not None:
+        cache = engine.cache
+        print(f"cache: {cache.misses} requests sent, {cache.hits} answered from the cache")
     return result
 
 

@@ -17,7 +17,6 @@ from typing import Any
 import orjson
 
 from ttc.engine import (
-    CachingProvider,
     ConfigError,
     Embedder,
     Engine,
@@ -194,16 +193,10 @@ class Wired:
 
     suite: Suite
     provider: Provider  # the policy model as built
-    sending: Provider  # `provider` behind the response cache, when there is one
     cache: ResponseCache | None = None
     roles: dict[str, Provider] = field(default_factory=dict)  # the role models as built
     price: Price | None = None
     embedder: Embedder | Callable[[], Embedder] | None = None
-
-    def role_senders(self) -> dict[str, Provider]:
-        """The role models behind the response cache, when there is one."""
-        cache = self.cache
-        return {r: p if cache is None else CachingProvider(p, cache) for r, p in self.roles.items()}
 
     async def aclose(self) -> None:
         if self.cache is not None:
@@ -226,11 +219,10 @@ async def wire(
     """Builds the run's models, cache, price and embedder (`provider` and `embedder`, when
     given, are used instead of the spec's); closes them on the way out."""
     policy = provider or provider_from(spec.provider, spec.seed, suite, items)
-    wired = Wired(suite, policy, policy)
+    wired = Wired(suite, policy)
     try:
         if spec.cache is not None:
             wired.cache = ResponseCache(spec.cache)
-            wired.sending = CachingProvider(policy, wired.cache)
         for role in config.roles:
             wired.roles[role] = role_provider_from(spec, role, suite, items)
         wired.price = parse_price(spec.price) if spec.price else None
@@ -252,15 +244,19 @@ def make_engine(
 ) -> Engine:
     """The Engine of one run over wired objects; `verifiers`: a pool shared by several runs."""
     options = EngineOptions(
-        price=wired.price, observer=progress, invocation=invocation, verifiers=verifiers
+        price=wired.price,
+        observer=progress,
+        invocation=invocation,
+        verifiers=verifiers,
+        cache=wired.cache,
     )
     return Engine(
-        wired.sending,
+        wired.provider,
         wired.suite,
         config,
         out_dir=out,
         embedder=wired.embedder,
         resume=resume,
-        roles=wired.role_senders(),
+        roles=wired.roles,
         options=options,
     )

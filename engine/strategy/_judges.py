@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from ttc.engine._cache import ProviderCache
 from ttc.engine._errors import ProviderError
 from ttc.engine._events import Rated
 from ttc.engine._limiter import Limiter
@@ -306,8 +307,9 @@ class RoleCaller:
     """Sends one role's requests (judge, difficulty) through their own limiter and the engine's
     retry policy; a role's calls never queue behind the policy model's.
 
-    Each call's outcome is reported to `on_failure` (the error, after its retries) or
-    `on_success`, so the engine can stop a run whose role model keeps failing.
+    Each call's outcome is reported to `on_outcome` (None when answered, else the error its
+    retries ended in), so the engine can stop a run whose role model keeps failing. `cache`
+    answers calls asked before, ahead of the limiter.
     """
 
     def __init__(
@@ -319,17 +321,16 @@ class RoleCaller:
         seed: int,
         sampling: Sampling = ROLE_SAMPLING,
         *,
-        on_failure: Callable[[ProviderError], None] = lambda error: None,
-        on_success: Callable[[], None] = lambda: None,
+        on_outcome: Callable[[ProviderError | None], None] = lambda error: None,
+        cache: ProviderCache | None = None,
     ) -> None:
         self.provider = provider
         self.seed = seed
         self.sampling = sampling
         self.retries = 0
-        self.on_failure = on_failure
-        self.on_success = on_success
+        self.on_outcome = on_outcome
         limiter = Limiter(None, None, concurrency)
-        self.sender = Sender(provider, limiter, retry, timeout_s, self._on_retry)
+        self.sender = Sender(provider, limiter, retry, timeout_s, self._on_retry, cache=cache)
         # A judge's reply is a short rating: guess 64 tokens until replies have been seen.
         self.tokens = TokenEstimator(first_output=64)
 
@@ -345,9 +346,9 @@ class RoleCaller:
         outcome = await self.sender.send_with_retry(job)
         if outcome.completion is None:
             assert outcome.error is not None
-            self.on_failure(outcome.error)
+            self.on_outcome(outcome.error)
             return None, Usage(), f"{outcome.error.kind}: {outcome.error}"[:300]
-        self.on_success()
+        self.on_outcome(None)
         self.tokens.observe_usage(outcome.completion.usage)
         return outcome.completion.texts[0], outcome.completion.usage, ""
 

@@ -376,17 +376,20 @@ async def test_another_endpoint_is_not_served_from_the_cache(tmp_path: Path) -> 
 
 async def test_cached_answers_do_not_wait_for_the_rate_limit(tmp_path: Path) -> None:
     with ResponseCache(tmp_path / "c.sqlite3") as cache:
-        provider = CachingProvider(CountingProvider(), cache)
+        inner = CountingProvider()
+        provider = CachingProvider(inner, cache)
         for r in requests(5):
             await provider.generate(r)
         # One request per minute: were the cached answers paced, this would take 4 minutes.
         limiter = Limiter(rpm=1, headroom=0.0)
-        sender = Sender(provider, limiter, RetryPolicy(), 10.0, lambda *a: None)
+        sender = Sender(inner, limiter, RetryPolicy(), 10.0, cache=ProviderCache(cache, inner))
         async with asyncio.timeout(5):
             for i, r in enumerate(requests(5)):
                 outcome = await sender.send_with_retry(Job(i, 1, 0, r, est_tokens=10))
                 assert outcome.completion is not None
-        assert (provider.hits, provider.misses) == (5, 5)
+        assert sender.cache is not None
+        assert (sender.cache.hits, sender.cache.misses) == (5, 0)
+        assert inner.calls == 5  # only the first pass, through the wrapper
 
 
 async def test_the_sender_looks_up_before_the_limiter_and_stores_what_it_buys(
@@ -462,3 +465,27 @@ async def test_aclose_flushes_the_cache_and_leaves_the_provider_open(tmp_path: P
         await provider.aclose()
         assert len(reader) == 1
     assert inner.closed is False
+
+
+async def test_the_engine_takes_the_cache_and_a_second_run_sends_nothing(tmp_path: Path) -> None:
+    """`EngineOptions(cache=...)`: the policy's requests are answered from the cache on a second
+    run (none reaches the provider, none waits for a rate-limit slot), with the same results."""
+    from fakes import FakeSuite, ScriptedProvider, items
+
+    from ttc.engine import Engine, EngineOptions, RunConfig
+
+    config = RunConfig(method="elim", rounds=2, verifier_workers=0)
+    results = []
+    with ResponseCache(tmp_path / "c.sqlite3") as cache:
+        for run in range(2):
+            provider = ScriptedProvider()
+            suite = FakeSuite(pool=items(6))
+            # One request per minute: a second run that waited for slots would not end in time.
+            limiter = Limiter(rpm=1 if run else None, headroom=0.0)
+            options = EngineOptions(cache=cache, limiter=limiter)
+            async with asyncio.timeout(20):
+                result = await Engine(provider, suite, config, options=options).run()
+            results.append([(r.samples, r.usage, r.accepted) for r in result.records])
+            sent = len(provider.history)
+            assert (sent > 0) if run == 0 else (sent == 0)
+    assert results[0] == results[1]
