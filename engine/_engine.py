@@ -44,18 +44,19 @@ from ttc.engine._neighbours import (
 from ttc.engine._observer import RunObserver
 from ttc.engine._options import EngineOptions
 from ttc.engine._prices import price_for
-from ttc.engine._result import RunResult
+from ttc.engine._result import RunResult, RunTimer
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._round import RoundContext, RoundRun, count_into
 from ttc.engine._rundir import RunDir
 from ttc.engine._runinfo import RunParts, describe_roles, judge_stats, prepare_rundir, role_stats
 from ttc.engine._state import RoundStats, RunState
 from ttc.engine._tokens import TokenEstimator
-from ttc.engine._types import FloatArray, Item, Provider, Sampling, Suite, Usage
+from ttc.engine._types import FloatArray, Item, Provider, Sampling, Suite, Usage, require_parts
 from ttc.engine._verify import VerifierPool
+from ttc.engine.strategy._contract import Allotment, DemoPlan
 from ttc.engine.strategy._difficulty import Estimates
 from ttc.engine.strategy._judges import RoleCaller
-from ttc.engine.strategy._strategy import Allotment, DemoPlan, preset
+from ttc.engine.strategy._strategy import preset
 
 log = logging.getLogger("ttc")
 
@@ -76,6 +77,7 @@ class Engine:
         options: EngineOptions | None = None,
     ) -> None:
         opts = options or EngineOptions()
+        require_parts(provider, suite, roles or {})
         self.provider = provider
         self.suite = suite
         self.config = cfg = config or RunConfig()
@@ -192,7 +194,7 @@ class Engine:
         rundir = self.rundir
         if rundir is not None and rundir.path.exists() and not rundir.path.is_dir():
             raise ConfigError(f"--out: {rundir.path} exists and is not a directory")
-        timer = _Timer()
+        timer = RunTimer()
         async with contextlib.AsyncExitStack() as stack:
             if rundir is not None:
                 stack.callback(rundir.detach_log, rundir.attach_log())
@@ -204,7 +206,7 @@ class Engine:
         )  # fmt: skip
 
     async def _open(
-        self, stack: contextlib.AsyncExitStack, state: RunState, timer: _Timer
+        self, stack: contextlib.AsyncExitStack, state: RunState, timer: RunTimer
     ) -> tuple[dict[SampleKey, Landed], asyncio.Task[FloatArray] | None]:
         """Sets a run up; `stack` undoes each part, in reverse, when the run ends however."""
         cfg = self.config
@@ -262,14 +264,14 @@ class Engine:
             self._journal.append(event)
         self.observer.event(event)
 
-    def _finish_rounds(self, state: RunState, timer: _Timer) -> None:
+    def _finish_rounds(self, state: RunState, timer: RunTimer) -> None:
         self.running = False
         for stats in state.rounds:
             if not stats.complete:  # stopped mid-round: report the round as it stood
                 count_into(state, stats)
         timer.stop()
 
-    def _write_results(self, state: RunState, timer: _Timer) -> None:
+    def _write_results(self, state: RunState, timer: RunTimer) -> None:
         self.running = False
         timer.stop()
         if self.rundir is not None:
@@ -387,16 +389,3 @@ class Engine:
             calls["difficulty"] = self.estimates.stats()
         roles = role_stats(describe_roles(self.roles), calls, self.role_costs(state), self.pricing)
         return self.parts.summary_extra(roles, self.pricing, self.role_cost(state), self.stopped)
-
-
-class _Timer:
-    """The wall time of a run, taken once the rounds end (before the results are written)."""
-
-    def __init__(self) -> None:
-        self.started = time.perf_counter()
-        self.wall = 0.0
-
-    def stop(self) -> None:
-        """Takes the wall time (once: the first call stands)."""
-        if not self.wall:
-            self.wall = time.perf_counter() - self.started

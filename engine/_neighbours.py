@@ -20,7 +20,7 @@ from ttc.engine._errors import ConfigError
 from ttc.engine._lexical import LexicalEmbedder
 from ttc.engine._state import RunState
 from ttc.engine._types import Embedder, FloatArray
-from ttc.engine.strategy._strategy import DemoPlan
+from ttc.engine.strategy._contract import DemoPlan
 from ttc.retrieval import SolvedIndex, cached_embeddings, fixed_neighbours, similar_solved
 
 log = logging.getLogger("ttc")

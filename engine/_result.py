@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,3 +84,16 @@ class RunResult:
         """ỹ of a question, if it has one (for ground truth: its first passing response)."""
         row = next(i for i, item in enumerate(self.items) if item.id == item_id)
         return self._state.response(row)
+
+
+class RunTimer:
+    """The wall time of a run, taken once the rounds end (before the results are written)."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.wall = 0.0
+
+    def stop(self) -> None:
+        """Takes the wall time (once: the first call stands)."""
+        if not self.wall:
+            self.wall = time.perf_counter() - self.started

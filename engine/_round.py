@@ -44,8 +44,8 @@ from ttc.engine._types import (
     Verdict,
 )
 from ttc.engine._verify import VerifierPool
+from ttc.engine.strategy._contract import Allotment, DemoPlan, DemoRef
 from ttc.engine.strategy._judges import Judgement, Noisy, RewardResult, RoleCaller
-from ttc.engine.strategy._strategy import Allotment, DemoPlan, DemoRef
 
 log = logging.getLogger("ttc")
 

@@ -21,12 +21,10 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 
 from ttc.engine._pool import Batches, bounded
-from ttc.engine._sender import Job, Outcome, RetryHook, Sender
+from ttc.engine._sender import Job, Outcome, Sender
 from ttc.engine._types import Completion
 
-# `Job`, `Outcome`, `RetryHook` and `Sender` live in `ttc.engine._sender`; named here too for the
-# modules that import them from the round.
-__all__ = ["Job", "Outcome", "RetryHook", "Sender", "run_round"]
+__all__ = ["run_round"]
 
 Landed = tuple[Job, Completion]
 

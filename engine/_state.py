@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ttc.engine._errors import DataError
-from ttc.engine._types import Item, Usage
+from ttc.engine._types import Item, Usage, normal_answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +191,7 @@ class RunState:
         self.rules: Rules = rules or _FirstAccepted()
         # Which extracted answers self-consistency counts as one: the suite's `answer_key`,
         # else the answer with its whitespace collapsed.
-        self.answer_key = answer_key or _normal
+        self.answer_key = answer_key or normal_answer
         self.records = [QuestionRecord() for _ in self.items]
         self.rounds: list[RoundStats] = []
         # Difficulty-aware allocation: each question's estimated difficulty, by row.
@@ -303,11 +303,6 @@ class RunState:
         for stats in self.rounds:
             total = total + stats.judge_usage
         return total
-
-
-def _normal(answer: str) -> str:
-    """An extracted answer as self-consistency counts it: whitespace does not make a new one."""
-    return " ".join(answer.split())
 
 
 def _count(rec: QuestionRecord, key: str, pick: Pick) -> None:

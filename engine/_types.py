@@ -18,6 +18,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from ttc.engine._errors import ConfigError
+
 FloatArray = npt.NDArray[np.float32]
 
 
@@ -224,3 +226,19 @@ class Suite(abc.ABC):
         """Which extracted answers self-consistency counts as one (the math suites canonicalise
         LaTeX and numbers); by default, answers equal up to whitespace."""
         return normal_answer(answer)
+
+
+def require_parts(provider: object, suite: object, roles: Mapping[str, object]) -> None:
+    """Refuses, with the base class to subclass, a provider or suite written to the old duck-typed
+    contract: the engine reads their declared capabilities (`endpoint`, `simulated`,
+    `answer_key`, `prepare`) as attributes, with the bases' defaults."""
+    for what, part, base in (
+        ("provider", provider, Provider),
+        ("suite", suite, Suite),
+        *((f"the {role} model", p, Provider) for role, p in roles.items()),
+    ):
+        if not isinstance(part, base):
+            raise ConfigError(
+                f"{what} {type(part).__name__}: subclass ttc.engine.{base.__name__} (its optional "
+                "capabilities have defaults there)"
+            )

@@ -83,7 +83,7 @@ async def cmd_batch(args: argparse.Namespace) -> int:
     """`ttc batch INPUT --out OUTPUT`: 0 all lines written; 4 the provider refuses the account,
     130 interrupted (both resumable)."""
     from ttc.adapters import OpenAIProvider
-    from ttc.adapters.providers._http import require_env_name
+    from ttc.adapters.providers import require_env_name
 
     # Checked here, not by argparse, which would quote the value (it may be a key).
     require_env_name(args.api_key_env, "--api-key-env")

@@ -17,8 +17,10 @@ from ttc.engine.cli._spec import PROVIDERS, SUITES
 
 # `ttc --help`'s text, word for word as it has always read (argparse re-flows it).
 DESCRIPTION = (
-    "The `ttc` command line: the parser, signals and `main`; the commands are in _commands.\n\n"
-    "This is the only place that starts an event loop (`asyncio.run`); the library never does.\n"
+    "Adaptive test-time compute: runs a test set through an LLM in rounds, verifies every "
+    "response, and spends each further round only on the unsolved questions, prompting them with "
+    "solved neighbours (evolving in-context demonstrations). Offline by default (the `sim` "
+    "provider); `ttc COMMAND --help` for each command."
 )
 
 

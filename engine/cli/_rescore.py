@@ -11,13 +11,13 @@ every worker is busy; the verdicts are written in input order all the same.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
 from ttc.engine._errors import DataError
+from ttc.engine._pool import bounded
 from ttc.engine._records import read_jsonl
 from ttc.engine._rundir import write_atomic
 from ttc.engine._types import Item, Suite, Verdict
@@ -61,20 +61,21 @@ async def rescore(
     rows = read_responses(responses, items)
     pool = VerifierPool(suite, workers)
     pool.start()
-    # Batches small enough that each worker gets one, and at most one in flight per worker:
-    # the others wait their turn, and gather returns the verdicts in batch order.
+    # Batches small enough that each worker gets one, and at most one in flight per worker
+    # (the engine's bounded pool); the verdicts are put back in batch order.
     size = max(1, min(BATCH, -(-len(rows) // max(1, workers))))
-    window = asyncio.Semaphore(max(1, workers))
-
-    async def judge(chunk: list[tuple[int, Item, str]]) -> list[Verdict]:
-        async with window:
-            return await pool.judge_many([(item, text) for _, item, text in chunk])
-
     chunks = [rows[start : start + size] for start in range(0, len(rows), size)]
+    judged: dict[int, list[Verdict]] = {}
+
+    async def judge(entry: tuple[int, list[tuple[int, Item, str]]]) -> None:
+        index, chunk = entry
+        judged[index] = await pool.judge_many([(item, text) for _, item, text in chunk])
+
     try:
-        batches = await asyncio.gather(*(judge(chunk) for chunk in chunks))
+        await bounded(enumerate(chunks), judge, max(1, workers))
     finally:
         await pool.aclose()
+    batches = [judged[index] for index in range(len(chunks))]
     lines: list[bytes] = []
     passed = 0
     for chunk, verdicts in zip(chunks, batches, strict=True):

@@ -126,7 +126,7 @@ def api_provider(
     kind: str, model: str | None, base_url: str | None, api_key_env: str | None
 ) -> Provider:
     """An OpenAI(-compatible) or Gemini provider; a missing model or key is a ConfigError."""
-    from ttc.adapters.providers._http import require_env_name
+    from ttc.adapters.providers import require_env_name
 
     if not model:
         raise ConfigError(f"--model: required with --provider {kind}")

@@ -3,35 +3,27 @@
 Role models (the reward judge, the difficulty rater) and the fixed few-shot prompts live here too.
 """
 
+from ttc.engine.strategy._allocation import DifficultyAware, Elimination, Uniform
+from ttc.engine.strategy._contract import Allocation, Intervention
 from ttc.engine.strategy._demos import DEFAULT_FOR, FewShot, load_fewshot
 from ttc.engine.strategy._difficulty import Estimates
+from ttc.engine.strategy._intervention import (
+    FixedDemos,
+    RandomICL,
+    SimilarICL,
+    TemperatureSchedule,
+    ZeroShot,
+)
 from ttc.engine.strategy._judges import (
-    SCALE,
     Consensus,
     GroundTruth,
     Judgement,
     Noisy,
     RewardModel,
     RoleCaller,
-    parse_score,
-    rubric,
-    split_rubric,
 )
-from ttc.engine.strategy._strategy import (
-    Allocation,
-    DifficultyAware,
-    Elimination,
-    FixedDemos,
-    Intervention,
-    RandomICL,
-    SimilarICL,
-    Strategy,
-    TemperatureSchedule,
-    Uniform,
-    ZeroShot,
-    judgement_of,
-    preset,
-)
+from ttc.engine.strategy._rubric import SCALE, parse_score, rubric, split_rubric
+from ttc.engine.strategy._strategy import Strategy, judgement_of, preset
 
 __all__ = [
     "DEFAULT_FOR",

@@ -35,8 +35,8 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from ttc.engine._events import DifficultyRated
+from ttc.engine._pool import bounded
 from ttc.engine._types import Item, Usage
-from ttc.engine.strategy._judges import bounded
 
 if TYPE_CHECKING:
     from ttc.engine._state import RoundStats, RunState

@@ -30,29 +30,14 @@ from ttc.engine._cache import ProviderCache
 from ttc.engine._errors import ProviderError
 from ttc.engine._events import Rated
 from ttc.engine._limiter import Limiter
-from ttc.engine._pool import bounded
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._sender import Job, Sender
 from ttc.engine._state import Pick, QuestionRecord, Scored
 from ttc.engine._tokens import TokenEstimator
 from ttc.engine._types import Item, Message, Provider, Request, Sampling, Usage, Verdict
-from ttc.engine.strategy._rubric import (
-    RESPONSE_BEGIN,
-    RESPONSE_END,
-    RUBRIC,
-    SCALE,
-    parse_score,
-    rubric,
-    split_rubric,
-)
+from ttc.engine.strategy._rubric import SCALE, parse_score, rubric
 
-# `bounded` (the engine's worker pool) and the rubric live in their own modules; named here too
-# for the modules that import them from the judgements.
 __all__ = [
-    "RESPONSE_BEGIN",
-    "RESPONSE_END",
-    "RUBRIC",
-    "SCALE",
     "Consensus",
     "GroundTruth",
     "Judgement",
@@ -60,10 +45,6 @@ __all__ = [
     "RewardModel",
     "RewardResult",
     "RoleCaller",
-    "bounded",
-    "parse_score",
-    "rubric",
-    "split_rubric",
     "unit_draw",
 ]
 

@@ -30,15 +30,7 @@ from typing import Any
 from ttc.engine._config import RunConfig
 from ttc.engine._errors import ConfigError
 from ttc.engine.strategy._allocation import DifficultyAware, Elimination, Uniform
-from ttc.engine.strategy._contract import (
-    Allocation,
-    Allotment,
-    DemoPlan,
-    DemoRef,
-    Intervention,
-    Neighbourhood,
-    SolvedView,
-)
+from ttc.engine.strategy._contract import Allocation, Intervention
 from ttc.engine.strategy._intervention import (
     FixedDemos,
     RandomICL,
@@ -48,26 +40,7 @@ from ttc.engine.strategy._intervention import (
 )
 from ttc.engine.strategy._judges import Consensus, GroundTruth, Judgement, Noisy, RewardModel
 
-__all__ = [
-    "Allocation",
-    "Allotment",
-    "DemoPlan",
-    "DemoRef",
-    "DifficultyAware",
-    "Elimination",
-    "FixedDemos",
-    "Intervention",
-    "Neighbourhood",
-    "RandomICL",
-    "SimilarICL",
-    "SolvedView",
-    "Strategy",
-    "TemperatureSchedule",
-    "Uniform",
-    "ZeroShot",
-    "judgement_of",
-    "preset",
-]
+__all__ = ["Strategy", "judgement_of", "preset"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,7 +54,8 @@ from ttc.engine.cli._wiring import matched_budget
 from ttc.engine.strategy._demos import default_path, load_fewshot
 from ttc.engine.strategy._difficulty import NEUTRAL, apportion, parse_rating
 from ttc.engine.strategy._difficulty import prompt as difficulty_prompt
-from ttc.engine.strategy._judges import parse_score, rubric, split_rubric, unit_draw
+from ttc.engine.strategy._judges import unit_draw
+from ttc.engine.strategy._rubric import parse_score, rubric, split_rubric
 
 RIGHT = "right:{} worked solution"
 
