@@ -15,6 +15,7 @@ from ttc.engine._errors import (
     RateLimited,
     Transient,
     TtcError,
+    WriteError,
 )
 from ttc.engine._events import (
     DifficultyRated,
@@ -151,6 +152,7 @@ __all__ = [
     "Usage",
     "Verdict",
     "VerifierPool",
+    "WriteError",
     "ZeroShot",
     "completed_samples",
     "decode",

@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from ttc.engine._errors import ConfigError
+from ttc.engine._errors import ConfigError, WriteError
 from ttc.engine._types import Completion, Provider, Request, Sampling, Usage
 
 # Bump when the key encoding changes: old entries then simply stop matching.
@@ -39,6 +39,14 @@ KEY_VERSION = 1
 # Bump when the table changes; a file of another version is refused, not migrated.
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 5.0
+# SQLite's names for a write the disk refused (SQLITE_IOERR_WRITE and the like included).
+_WRITE_FAILURES = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY")
+
+
+def _refused_write(exc: sqlite3.Error) -> bool:
+    name = exc.sqlite_errorname or ""
+    return name.startswith(_WRITE_FAILURES)
+
 
 _SAMPLING_FIELDS = tuple(f.name for f in dataclasses.fields(Sampling))
 # `temperature=1` from a config file must key like `temperature=1.0`.
@@ -181,9 +189,13 @@ class ResponseCache:
                 f"INSERT OR REPLACE INTO responses ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", rows
             )
             conn.execute("COMMIT")
-        except BaseException:
+        except BaseException as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            # A full disk (or a read-only one): the rows stay pending; every response is in its
+            # run's journal too, so nothing bought is lost.
+            if isinstance(exc, sqlite3.Error) and _refused_write(exc):
+                raise WriteError(self.path, str(exc)) from exc
             raise
         self._pending.clear()
 

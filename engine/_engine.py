@@ -34,6 +34,7 @@ from ttc.engine._errors import ConfigError
 from ttc.engine._events import Event, RoundEnded, RunStarted
 from ttc.engine._journal import Journal, Landed, SampleKey, difficulty_ratings
 from ttc.engine._limiter import Limiter
+from ttc.engine._lock import RunLock
 from ttc.engine._neighbours import (
     EmbedderSpec,
     NoRetrieval,
@@ -197,6 +198,8 @@ class Engine:
         timer = RunTimer()
         async with contextlib.AsyncExitStack() as stack:
             if rundir is not None:
+                # One writer per run directory, before anything is written to it.
+                stack.enter_context(RunLock.of_dir(rundir.path))
                 stack.callback(rundir.detach_log, rundir.attach_log())
             done, embedding = await self._open(stack, state, timer)
             await self._rounds(state, done, embedding)

@@ -84,3 +84,15 @@ class Fatal(ProviderError):
     def __init__(self, message: str = "fatal", *, stops_run: bool = False) -> None:
         super().__init__(message)
         self.stops_run = stops_run
+
+
+class WriteError(TtcError):
+    """A file of the run (its directory, the journal, the response cache) could not be written:
+    a full disk, a quota, a read-only mount. What was written before stays, and the run resumes
+    once the cause is gone."""
+
+    def __init__(self, path: object, error: OSError | str) -> None:
+        why = error if isinstance(error, str) else (error.strerror or str(error))
+        super().__init__(f"cannot write {path}: {why}")
+        self.path = str(path)
+        self.errno = None if isinstance(error, str) else error.errno

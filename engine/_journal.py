@@ -26,6 +26,7 @@ it was writing; a torn last line is cut off when the journal is reopened.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from typing import Protocol
 
 import orjson
 
-from ttc.engine._errors import DataError
+from ttc.engine._errors import DataError, WriteError
 from ttc.engine._events import (
     DifficultyRated,
     Event,
@@ -184,22 +185,40 @@ class Journal:
             raise RuntimeError("journal is not open")
         offset = self._size
         data = orjson.dumps(event.encode()) + b"\n"
-        view = memoryview(data)
-        while view:  # os.write may write less than asked (a full disk, a signal)
-            view = view[os.write(self._fd, view) :]
+        try:
+            self._write(self._fd, data)
+        except OSError as exc:
+            # A line cut short (a full disk) is cut off at once: the next line must not follow
+            # half of this one.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, offset)
+            raise WriteError(self.path, exc) from exc
         self._size += len(data)
         return offset
+
+    @staticmethod
+    def _write(fd: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:  # os.write may write less than asked (a full disk, a signal)
+            view = view[os.write(fd, view) :]
 
     def sync(self) -> None:
         """Make what was written survive a machine crash (called at round barriers)."""
         if self._fd is not None:
-            os.fsync(self._fd)
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                raise WriteError(self.path, exc) from exc
 
     def close(self) -> None:
         if self._fd is not None:
-            os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = None
+            fd, self._fd = self._fd, None
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                raise WriteError(self.path, exc) from exc
+            finally:
+                os.close(fd)
 
     def __enter__(self) -> Journal:
         return self.open()

@@ -13,6 +13,7 @@ run.log          the run's log lines
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -22,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from ttc.engine._errors import ConfigError
+from ttc.engine._errors import ConfigError, WriteError
 from ttc.engine._report import round_row
 from ttc.engine._state import QuestionRecord, RunState
 from ttc.engine._types import Item, Usage
@@ -30,19 +31,37 @@ from ttc.engine._types import Item, Usage
 _JSON = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 
 
+class _RunLog(logging.FileHandler):
+    """run.log; a line it cannot write (a full disk) is dropped without a traceback on the
+    terminal: the journal's own write error, or the run's end, says what happened."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        return None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            super().close()
+
+
 def write_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
     """Replace `path` with `data` (bytes, or chunks written one by one, so that a large file
     is never held in memory whole); a reader sees the old file or the new, never half."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as fh:
-        if isinstance(data, bytes):
-            fh.write(data)
-        else:
-            for chunk in data:
-                fh.write(chunk)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("wb") as fh:
+            if isinstance(data, bytes):
+                fh.write(data)
+            else:
+                for chunk in data:
+                    fh.write(chunk)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        # The old file stays whole; the half-written copy goes (it would only take space).
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise WriteError(path, exc) from exc
 
 
 def _result_lines(state: RunState) -> Iterator[bytes]:
@@ -111,7 +130,7 @@ class RunDir:
     def attach_log(self) -> logging.Handler:
         """Send the `ttc` logger's records to run.log for the duration of the run."""
         self.path.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(self.path / "run.log", encoding="utf-8")
+        handler = _RunLog(self.path / "run.log", encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         logger = logging.getLogger("ttc")
         logger.addHandler(handler)

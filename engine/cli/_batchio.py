@@ -15,7 +15,7 @@ import array
 import hashlib
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -174,7 +174,7 @@ def scan_input(path: Path, *, need_model: bool) -> InputScan:
     return InputScan(path, digest.hexdigest(), len(first_line))
 
 
-def iter_jobs(path: Path, skip: bytearray) -> Iterator[BatchJob]:
+def iter_jobs(path: Path, skip: bytearray) -> Generator[BatchJob, None, None]:
     """The requests of a scanned input in order, parsed one at a time; `skip[i]` leaves one out."""
     for index, (lineno, raw) in enumerate(_lines(path)):
         if index < len(skip) and skip[index]:

@@ -30,6 +30,7 @@ import orjson
 
 from ttc.engine._errors import ConfigError, Fatal, ProviderError, RateLimited
 from ttc.engine._limiter import Limiter
+from ttc.engine._lock import RunLock
 from ttc.engine._pool import bounded
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._sender import Sender
@@ -291,7 +292,10 @@ async def run_batch(
     progress = progress or BatchProgress()
     stop = stop or asyncio.Event()
     started = time.perf_counter()
-    with BatchJournal(journal_path(output_path), scan).open(resume=resume) as journal:
+    jpath = journal_path(output_path)
+    # One writer per output: a second `ttc batch` on it would send every request twice.
+    lock = RunLock(jpath.with_name(f"{jpath.name}.lock"), f"--out {output_path}")
+    with lock, BatchJournal(jpath, scan).open(resume=resume) as journal:
         pending = scan.count - journal.replayed
         if journal.replayed:
             log.info(
@@ -303,9 +307,10 @@ async def run_batch(
         batch = _Batch(provider, policy, journal, model, progress, stop)
         progress.start(scan.count, journal.replayed)
         try:
-            jobs = iter_jobs(scan.path, journal.final)
-            workers = max(1, min(policy.limiter.max_concurrency, pending))
-            await dispatch(jobs, batch.send, workers, stop)
+            # Closed however dispatching ends: the reader holds the input file open.
+            with contextlib.closing(iter_jobs(scan.path, journal.final)) as jobs:
+                workers = max(1, min(policy.limiter.max_concurrency, pending))
+                await dispatch(jobs, batch.send, workers, stop)
         finally:
             await progress.stop()
         interrupted = progress.sent < pending

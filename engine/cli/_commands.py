@@ -2,7 +2,8 @@
 
 Exit codes: 0 done; 2 bad input; 3 stopped by a budget (resumable); 4 stopped because the provider
 refuses the account (a bad key, an exhausted quota) or every request fails, the policy model's or
-a role model's (resumable); 130 interrupted (resumable).
+a role model's (resumable); 75 a file of the run could not be written, e.g. a full disk
+(resumable); 130 interrupted (resumable).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ttc.engine._config import METHODS
 from ttc.engine._engine import Engine
 from ttc.engine._errors import ConfigError, DataError
 from ttc.engine._journal import read_journal
+from ttc.engine._lock import LOCK_NAME, RunLock
 from ttc.engine._report import compare_table, plot_coverage, round_row, round_table
 from ttc.engine._result import RunResult
 from ttc.engine._runinfo import SIM_NOTE
@@ -40,6 +42,8 @@ log = logging.getLogger("ttc")
 EXIT_BUDGET = StopKind.BUDGET.exit_code
 EXIT_PROVIDER = StopKind.PROVIDER.exit_code
 EXIT_INTERRUPTED = StopKind.INTERRUPTED.exit_code
+# A file of the run could not be written (a full disk): resumable once the cause is gone.
+EXIT_WRITE = 75
 
 
 @dataclass
@@ -157,7 +161,13 @@ async def cmd_compare(spec: RunSpec, session: Session) -> int:
     out = out_dir(spec)
     if not spec.resume:
         require_empty(out)
-    out.mkdir(parents=True, exist_ok=True)
+    with RunLock.of_dir(out):  # one `ttc compare` (or resume) writes it at a time
+        return await _compare(spec, session, suite, items, out)
+
+
+async def _compare(
+    spec: RunSpec, session: Session, suite: Suite, items: list[Item], out: Path
+) -> int:
     invocation = {"argv": list(spec.argv), "cwd": os.getcwd()}
     (out / "invocation.json").write_bytes(orjson.dumps(invocation))
     runs: dict[str, list[dict[str, Any]]] = {}
@@ -190,7 +200,7 @@ async def cmd_compare(spec: RunSpec, session: Session) -> int:
 
 
 def require_empty(out: Path) -> None:
-    if out.exists() and any(out.iterdir()):
+    if out.exists() and any(p.name != LOCK_NAME for p in out.iterdir()):
         raise ConfigError(f"--out: {out} is not empty; pick a new directory")
 
 

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from ttc.engine import ConfigError, DataError
+from ttc.engine import ConfigError, DataError, WriteError
 from ttc.engine.cli import _commands as commands
 from ttc.engine.cli._parser import build_parser
 from ttc.engine.cli._spec import RunSpec
@@ -95,6 +95,32 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]] | int:
     return parser.parse_args(argv), argv
 
 
+def first_write_error(exc: BaseException) -> WriteError | None:
+    """The first write that failed behind `exc`: itself, one in its group, or one that an error
+    while cleaning up interrupted (a full disk fails the journal first, then the summary)."""
+    found: WriteError | None = None
+    todo, seen = [exc], set()
+    while todo:
+        error = todo.pop(0)
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        if isinstance(error, WriteError):
+            found = error  # the deeper in the context chain, the earlier it failed
+        if isinstance(error, BaseExceptionGroup):
+            todo.extend(error.exceptions)
+        if error.__context__ is not None:
+            todo.append(error.__context__)
+    return found
+
+
+def _go_on(args: argparse.Namespace, spec: RunSpec | None) -> str:
+    """How to go on after a failed write: nothing written before it is lost."""
+    if spec is not None and spec.out is not None:
+        return f"go on with: ttc resume {spec.out}"
+    return "run the same command again (it resumes from its journal)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """`ttc`: parses the command line, runs the command, returns its exit code."""
     parsed = _parse(list(sys.argv[1:] if argv is None else argv))
@@ -112,6 +138,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, DataError) as exc:
         print(f"ttc: error: {exc}", file=sys.stderr)
         return 2
+    except (WriteError, BaseExceptionGroup) as exc:
+        error = first_write_error(exc)
+        if error is None:
+            raise
+        print(f"ttc: error: {error}; free space (or fix the cause), then {_go_on(args, spec)}",
+              file=sys.stderr)  # fmt: skip
+        return commands.EXIT_WRITE
     except OSError as exc:
         print(f"ttc: error: {exc}", file=sys.stderr)
         return 1
