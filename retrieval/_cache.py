@@ -48,7 +48,12 @@ def cached_embeddings(
     if cached is not None:
         return cached
     vectors = _embed_all(texts, embedder)
-    _save(path, sidecar, meta, vectors)
+    try:
+        _save(path, sidecar, meta, vectors)
+    except OSError as exc:
+        # A cache: a full disk costs a resume the embedding, never the run (the journal's own
+        # write error stops the run, with the file it could not write).
+        _log.warning("could not cache the embeddings in %s (%s); this run keeps them", path, exc)
     return vectors
 
 

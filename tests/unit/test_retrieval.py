@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from ttc.engine import LexicalEmbedder
 from ttc.engine._types import FloatArray
 from ttc.retrieval._cache import cached_embeddings
 from ttc.retrieval._index import SolvedIndex
@@ -276,3 +277,22 @@ def test_cache_recomputes_a_damaged_file(tmp_path: Path, damage: str) -> None:
 def test_cache_rejects_mismatched_lengths(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="ids"):
         cached_embeddings(tmp_path / "e.npy", IDS, TEXTS[:3], CountingEmbedder())
+
+
+def test_an_embeddings_cache_that_cannot_be_written_costs_nothing_but_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import errno
+
+    import ttc.retrieval._cache as cache_module
+
+    def full(path: Path, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cache_module, "_write_atomic", full)
+    embedder = LexicalEmbedder(dim=32)
+    path = tmp_path / "embeddings.npy"
+    vectors = cached_embeddings(path, ["a", "b"], ["one two", "three four"], embedder)
+    assert vectors.shape == (2, 32)
+    assert "could not cache the embeddings" in caplog.text
+    assert not path.exists()
