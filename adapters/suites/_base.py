@@ -38,6 +38,3 @@ class TemplatedSuite(Suite):
             [(d.question, d.response) for d in demos],
             starter_code=self.starter_code(item),
         )
-
-    def prepare(self) -> None:
-        """Nothing to build before judging (verifier workers call this at start-up)."""
