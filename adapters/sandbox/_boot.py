@@ -1,12 +1,17 @@
-"""The sandboxed program's first Python: it hides directories, drops privileges, installs the
-audit-hook guard, then runs prelude.py and main.py in `__main__`.
+"""The sandboxed program's first Python: it confines itself (`_confine`), writes the program into
+its scratch directory, installs the audit-hook guard, then runs prelude.py and main.py in
+`__main__`.
 
-The sandbox passes this file's text to the child interpreter with `-c` (see `_launch`); the child
-never imports ttc, so the program cannot reach ttc either. The child's argv: guard|noguard, the
-isolation mode (drop, nest or none), uid, gid, then the directories to hide. As the namespace's
-root it covers those directories, then drops to the program's uid; it reads main.py (and
-prelude.py), installs the guard, and executes both in __main__. Everything it defines is local to
-`_ttc_boot`, and the names it leaves in `__main__` are deleted before the program runs.
+The sandbox passes `_confine`'s text and this file's to the child interpreter with `-c` (see
+`_launch`); the child never imports ttc, so the program cannot reach ttc either. The child's argv:
+guard|noguard, the filesystem (root: a private root; host: the host's), the isolation mode (drop,
+nest or none), uid, gid, the scratch tmpfs's size in MiB, two file descriptors (the program: the
+prelude's length in decimal, a newline, the prelude, the program; and the read end of ttc's
+`alive` pipe), the seccomp filter in hex (empty for none), the rlimits (`which=value,...`), the
+number of cgroup.procs files to enter and those files, then the paths to hide. After the
+confinement it writes prelude.py and main.py into the scratch directory and sets the rlimits.
+Everything it defines is local to `_ttc_boot`, and the names it leaves in `__main__` are deleted
+before the program runs.
 
 The hook keeps its state in its closure: C functions, immutable values and two counters. The hook
 function and its cells are unreachable; its frame (reachable while it runs, e.g. from a path
@@ -26,6 +31,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from types import CodeType
     from typing import Any, NoReturn
+
+    from ._confine import _ttc_confine  # defined by the text before this one (see `_launch`)
 
 # Audit events refused outright: processes, sockets, ctypes, sqlite3, rlimits, introspection.
 DENY = frozenset(
@@ -72,6 +79,8 @@ FILES = 64
 # What the boot leaves in __main__ and deletes before the program runs.
 _NAMES = (
     "_ttc_boot",
+    "_ttc_confine",
+    "_PIVOT_ROOT",
     "DENY",
     "DENY_IMPORTS",
     "PATH_EVENTS",
@@ -87,111 +96,31 @@ def _ttc_boot() -> list[CodeType]:
     import builtins
     import os
     import posix
+    import resource  # before the privileges go: the interpreter's tree may be root's alone
     import sys
 
-    guard, mode, uid, gid, *masks = sys.argv[1:]
-
-    def isolate(masks: list[str], nest: bool) -> None:
-        # Cover each directory in `masks` with an empty tmpfs, bind the scratch directory and
-        # the interpreter's own tree back (the latter read-only), make the covers read-only,
-        # then (nest) move into a new user namespace that has no power over these mounts.
-        import _ctypes  # without the ctypes package: a quarter of the start-up time
-
-        class c_int(_ctypes._SimpleCData):  # type: ignore[type-arg]  # no [int] at run time
-            _type_ = "i"
-
-        class libc:
-            _handle = _ctypes.dlopen(None, 0)  # type: ignore[arg-type]  # None: the program
-
-        class function(_ctypes.CFuncPtr):
-            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
-            _restype_ = c_int
-
-        bind, rec, remount, rdonly = 4096, 16384, 32, 1
-        nosuid, nodev, noexec, noatime, nodiratime = 2, 4, 8, 1024, 2048
-        strictatime, st_relatime = 1 << 24, 4096
-
-        def call(name: str, *args: object) -> None:
-            # A class with a _handle passes for a CDLL, as ctypes itself duck-types it.
-            if function((name, libc))(*args) != 0:  # type: ignore[arg-type]
-                err = _ctypes.get_errno()
-                raise OSError(err, f"sandbox: {name}{args!r}: {os.strerror(err)}")
-
-        def under(path: str, top: str) -> bool:
-            return path == top or path.startswith(top.rstrip("/") + "/")
-
-        def mkdirs(path: str) -> None:
-            current = ""
-            for part in path.strip("/").split("/"):
-                current += "/" + part
-                if not os.path.isdir(current):
-                    os.mkdir(current, 0o711)
-
-        here = os.getcwd()
-        roots = {
-            os.path.realpath(p)
-            for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)
-        }
-        trees = sorted(t for t in roots if not any(t != o and under(t, o) for o in roots))
-        hidden: list[str] = []
-        for mask in sorted(masks, key=len):
-            if (
-                os.path.isdir(mask)
-                and not any(under(mask, t) for t in trees)
-                and not any(under(mask, h) for h in hidden)
-            ):
-                hidden.append(mask)
-        keep = [
-            (t, os.open(t, os.O_RDONLY | os.O_DIRECTORY))
-            for t in trees
-            if any(under(t, h) for h in hidden)
-        ]
-        for mask in hidden:
-            call(
-                "mount",
-                b"tmpfs",
-                mask.encode(),
-                b"tmpfs",
-                nosuid | nodev | noexec,
-                b"mode=755,size=64k,nr_inodes=4096",
-            )
-        if any(under(here, h) for h in hidden):
-            mkdirs(here)
-            call("mount", b".", here.encode(), None, bind, None)
-            os.chdir(here)
-        for tree, fd in keep:
-            mkdirs(tree)
-            call("mount", f"/proc/self/fd/{fd}".encode(), tree.encode(), None, bind | rec, None)
-            have = os.fstatvfs(fd).f_flag
-            flags = remount | bind | rdonly | (have & (nosuid | nodev | noexec | nodiratime))
-            if have & noatime:
-                flags |= noatime
-            elif not have & st_relatime:
-                flags |= strictatime
-            call("mount", None, tree.encode(), None, flags, None)
-            os.close(fd)
-        for mask in hidden:
-            call(
-                "mount", None, mask.encode(), None, remount | rdonly | nosuid | nodev | noexec, None
-            )
-        if nest:
-            call("unshare", 0x10000000)  # CLONE_NEWUSER
-        for name in list(sys.modules):
-            if name.partition(".")[0] in ("ctypes", "_ctypes"):
-                del sys.modules[name]
-
-    if masks or mode == "nest":
-        isolate(masks, mode == "nest")
-    if mode == "drop":
-        os.setgroups([])
-        os.setgid(int(gid))
-        os.setuid(int(uid))
+    guard, fs, mode, uid, gid, scratch_mb, source_fd, alive_fd, bpf, limits, count, *rest = (
+        sys.argv[1:]
+    )
+    with open(int(source_fd), "rb") as f:  # the program: prelude length, prelude, main
+        size, _, text = f.read().partition(b"\n")
+    prelude, main = text[: int(size)], text[int(size) :]
+    ids = (int(uid), int(gid), int(scratch_mb), int(alive_fd))
+    paths = [rest[: int(count)], rest[int(count) :]]
+    _ttc_confine(fs, mode, ids, bytes.fromhex(bpf), paths)
+    for name, text in (("prelude.py", prelude), ("main.py", main)):
+        if text or name == "main.py":
+            with open(name, "xb") as out:  # the scratch directory is the working directory
+                out.write(text)
+    for pair in limits.split(","):  # soft = hard: the program cannot raise them
+        which, _, value = pair.partition("=")
+        resource.setrlimit(int(which), (int(value), int(value)))
 
     def read(name: str) -> CodeType:
         with open(name, "rb") as f:
             return compile(f.read(), name, "exec", dont_inherit=True)
 
-    codes = [read("prelude.py")] if os.path.exists("prelude.py") else []
+    codes = [read("prelude.py")] if prelude else []
     codes.append(read("main.py"))
 
     def canonical(

@@ -1,50 +1,59 @@
 """Starting one sandboxed process and collecting how it ended.
 
-A run gets a fresh scratch directory (its working directory, HOME and TMPDIR) under a random name
-in a directory it can cross but not list; `_boot` as its `-c` program with the setup's wrapper
-(unshare) before the interpreter; stdin, stdout and stderr as anonymous temporary files; its own
-session and process group, killed whole at the deadline and again once it has exited; and the
-limits of `_limits` in `preexec_fn`. Everything it left is removed afterwards, however deep.
+A run gets `_confine` and `_boot` as its `-c` program with the setup's wrapper (unshare) before the
+interpreter; the program's text in an anonymous file (a descriptor, nothing on disk); stdin,
+stdout and stderr as anonymous temporary files; the write end of an `alive` pipe held by ttc (the
+child exits if it finds ttc gone); its own session and process group; its cgroup, entered before
+exec; and the limits of `_limits` in `preexec_fn`. With a private root the scratch directory is a
+tmpfs inside the run's mount namespace; otherwise it is a host directory under a random name in a
+directory the program can cross but not list, removed through descriptors (`_remove`) once no
+process of the run is left.
+
+At the deadline, and again once the program has exited, everything is killed: the cgroup (which
+holds whatever the program forked or setsid-ed), the PID namespace's init (the kernel then kills
+the whole namespace), and the process group.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import secrets
 import select
-import shutil
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ._hide import hidden
-from ._limits import cpu_limit, environment, preexec, rlimits
+from ._cgroup import Cgroups, Group
+from ._limits import NPROC, cpu_limit, environment, pdeathsig, rlimits
+from ._remove import owned_name, remove_tree
 from ._result import RunOptions, SandboxResult
 
-__all__ = ["BOOT_SOURCE", "Setup", "launch", "remove_tree"]
+__all__ = ["BOOT_SOURCE", "Setup", "launch"]
 
 _log = logging.getLogger("ttc")
 
 _STDERR_TAIL = 64 << 10
 _UNSHARE_SIGKILL = "unshare: sigprocmask unblock failed: Invalid argument\n"
+_FUTURE = "from __future__ import annotations\n"
 
 
 def _read_boot() -> str:
     # Passed as source, never imported by the child: the program must not be able to import ttc.
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_boot.py")
-    with open(path, encoding="utf-8") as f:
-        return f.read()
+    here = os.path.dirname(os.path.abspath(__file__))
+    texts = []
+    for name in ("_confine.py", "_boot.py"):
+        with open(os.path.join(here, name), encoding="utf-8") as f:
+            texts.append(f.read())
+    return texts[0] + "\n" + texts[1].replace(_FUTURE, "", 1)
 
 
 BOOT_SOURCE = _read_boot()
-"""The child's first program (`_boot`), as its `-c` text."""
+"""The child's first program (`_confine`, then `_boot`), as its `-c` text."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,14 +63,16 @@ class Setup:
     python: str
     wrapper: tuple[str, ...]  # the unshare command line before the interpreter, or ()
     namespaces: tuple[str, ...]
-    drop: tuple[int, int] | None  # uid, gid that preexec_fn switches to (without namespaces)
     uid: int  # the uid the program runs as (as the kernel sees it, outside any namespace)
     # What the program's interpreter does first, as the namespace's root: "drop" to uid,
     # "nest" into a user namespace without power over the mounts, or "none".
     boot: str = "none"
-    hide: bool = (
-        False  # whether it covers the hidden directories (`_hide`) (needs a mount namespace)
-    )
+    root: bool = False  # a private root (`_confine`; needs a mount namespace)
+    bpf: bytes = b""  # the seccomp filter (`_seccomp`), or none
+    cgroups: Cgroups | None = None
+    # Whether the wrapper must be given the parent-death signal between fork and exec (no
+    # setpriv here): a slower fork, but unshare dies with ttc either way.
+    pdeathsig_preexec: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,69 +91,110 @@ class _Ended:
 
 def launch(setup: Setup, code: str, stdin: str, options: RunOptions) -> SandboxResult:
     """Runs `code` on `stdin` once under `setup` and `options` (see `run_python`)."""
-    limits = rlimits(setup.uid, options)
-    # The scratch directory sits, under a random name, in a directory the program may cross but
-    # not list: another sandbox running as the same uid cannot find it.
-    outer = tempfile.mkdtemp(prefix="ttc-sandbox-")
+    group = setup.cgroups.group(options.memory_mb << 20, NPROC + 8) if setup.cgroups else None
+    outer = None
     try:
-        scratch = _scratch(outer, setup, code, options.prelude)
-        argv = [*setup.wrapper, setup.python, "-I", "-S", "-B", "-c", BOOT_SOURCE]
-        argv += ["guard" if options.audit_guard else "noguard", setup.boot, str(setup.uid)]
-        argv.append(str(setup.uid))
-        if setup.hide:
-            argv += hidden(options.hide)
-        run = functools.partial(preexec, limits, setup.drop)
-        ended = _run(argv, stdin, scratch, run, options)
+        if setup.root:
+            cwd, scratch = "/", "/tmp"
+        else:
+            outer, scratch = _scratch(setup)
+            cwd = scratch
+        ended = _run(setup, _Start(code, stdin, cwd, scratch), options, group)
+        oom = group is not None and group.oom_kills() > group.oom_before
     finally:
-        remove_tree(outer)
-    return _result(setup, ended, cpu_limit(options.timeout_s, options.cpu_s))
+        if setup.cgroups is not None and group is not None:
+            setup.cgroups.release(group)
+        if outer is not None:
+            remove_tree(outer)
+    return _result(setup, ended, cpu_limit(options.timeout_s, options.cpu_s), oom)
 
 
-def _scratch(outer: str, setup: Setup, code: str, prelude: str) -> str:
-    """The run's scratch directory, holding main.py (and prelude.py), owned by the program's uid."""
+@dataclass(frozen=True, slots=True)
+class _Start:
+    code: str
+    stdin: str
+    cwd: str  # where the interpreter starts (the host's scratch directory, or / for a root)
+    scratch: str  # the scratch directory as the program sees it
+
+
+def _scratch(setup: Setup) -> tuple[str, str]:
+    """A host scratch directory owned by the program's uid: (its hidden parent, itself). The
+    parent's name tells which ttc process made it, so that a later one can sweep it."""
+    outer = tempfile.mkdtemp(prefix=owned_name())
     scratch = os.path.join(outer, secrets.token_hex(16))
     os.mkdir(scratch, 0o700)
-    with open(os.path.join(scratch, "main.py"), "w", encoding="utf-8") as f:
-        f.write(code)
-    if prelude:
-        with open(os.path.join(scratch, "prelude.py"), "w", encoding="utf-8") as f:
-            f.write(prelude)
     if setup.uid != os.geteuid():
         os.chmod(outer, 0o711)
         os.chown(scratch, setup.uid, setup.uid)
-    return scratch
+    return outer, scratch
 
 
-def _run(
-    argv: list[str], stdin: str, scratch: str, setup: Callable[[], None], options: RunOptions
-) -> _Ended:
-    """Starts the process, waits for it up to the deadline, kills its group and reaps it."""
+def _argv(
+    setup: Setup, options: RunOptions, fds: tuple[int, int], group: Group | None
+) -> list[str]:
+    """The command line: the wrapper, the interpreter, the boot and its arguments (see `_boot`)."""
+    argv = [*setup.wrapper, setup.python, "-I", "-S", "-B", "-c", BOOT_SOURCE]
+    argv += ["guard" if options.audit_guard else "noguard", "root" if setup.root else "host"]
+    argv += [setup.boot, str(setup.uid), str(setup.uid), str(options.memory_mb)]
+    argv += [str(fds[0]), str(fds[1]), setup.bpf.hex()]
+    argv.append(",".join(f"{which}={value}" for which, value in rlimits(setup.uid, options)))
+    cgroups = group.procs_files if group is not None else ()
+    argv += [str(len(cgroups)), *cgroups]
+    if setup.root:
+        argv += _hidden(options.hide)
+    return argv
+
+
+def _hidden(paths: tuple[str, ...]) -> list[str]:
+    """What to cover in a private root: each path named, by its real path (links resolved)."""
+    found: list[str] = []
+    for path in paths:
+        for candidate in (os.path.abspath(path), os.path.realpath(path)):
+            if candidate not in found and candidate != "/":
+                found.append(candidate)
+    return found
+
+
+def _run(setup: Setup, start: _Start, options: RunOptions, group: Group | None) -> _Ended:
+    """Starts the process, waits for it up to the deadline, kills everything and reaps it."""
+    prelude = options.prelude.encode("utf-8")
+    source = b"%d\n" % len(prelude) + prelude + start.code.encode("utf-8")
+    alive_r, alive_w = os.pipe()
     with (
+        tempfile.TemporaryFile() as fsrc,
         tempfile.TemporaryFile() as fin,
         tempfile.TemporaryFile() as fout,
         tempfile.TemporaryFile() as ferr,
     ):
-        fin.write(stdin.encode("utf-8"))
+        fsrc.write(source)
+        fsrc.flush()
+        fsrc.seek(0)
+        fin.write(start.stdin.encode("utf-8"))
         fin.seek(0)
         started = time.monotonic()
-        proc = subprocess.Popen(
-            argv,
-            stdin=fin,
-            stdout=fout,
-            stderr=ferr,
-            cwd=scratch,
-            env=environment(scratch),
-            start_new_session=True,
-            preexec_fn=setup,
-        )
+        try:
+            proc = subprocess.Popen(
+                _argv(setup, options, (fsrc.fileno(), alive_r), group),
+                stdin=fin,
+                stdout=fout,
+                stderr=ferr,
+                cwd=start.cwd,
+                env=environment(start.scratch),
+                start_new_session=True,
+                pass_fds=(fsrc.fileno(), alive_r),
+                preexec_fn=pdeathsig if setup.pdeathsig_preexec else None,
+            )
+        finally:
+            os.close(alive_r)
         try:
             exited = _exits_within(proc.pid, options.timeout_s)
         finally:
-            # Exited or not, kill the whole group before reaping the leader: its pid (and
-            # so the group id) cannot be reused while it is an unreaped zombie.
-            _kill_group(proc.pid)
+            # Exited or not, kill everything before reaping the leader: its pid (and so the
+            # group id) cannot be reused while it is an unreaped zombie.
+            _kill_all(proc.pid, group, wait=not setup.root)
             _, status, usage = os.wait4(proc.pid, 0)
             proc.returncode = os.waitstatus_to_exitcode(status)
+            os.close(alive_w)
         wall = time.monotonic() - started
         out, truncated = _read_head(fout, options.max_output_bytes)
         err = _read_tail(ferr, _STDERR_TAIL)
@@ -150,7 +202,7 @@ def _run(
     return _Ended(exited, proc.returncode, cpu, wall, out, truncated, err, proc.pid)
 
 
-def _result(setup: Setup, ended: _Ended, cpu_limit: int) -> SandboxResult:
+def _result(setup: Setup, ended: _Ended, cpu_limit: int, oom: bool) -> SandboxResult:
     stderr = ended.stderr.decode("utf-8", "replace")
     returncode = ended.returncode
     if setup.wrapper and returncode == 1 and stderr.endswith(_UNSHARE_SIGKILL):
@@ -163,7 +215,7 @@ def _result(setup: Setup, ended: _Ended, cpu_limit: int) -> SandboxResult:
         stdout=ended.stdout.decode("utf-8", "replace"),
         stderr=stderr,
         timed_out=not ended.exited,
-        killed_reason=_reason(ended, returncode, stderr, cpu_limit),
+        killed_reason="memory" if oom else _reason(ended, returncode, stderr, cpu_limit),
         stdout_truncated=ended.truncated,
         wall_s=ended.wall_s,
         pid=ended.pid,
@@ -210,43 +262,46 @@ def _exits_within(pid: int, timeout_s: float) -> bool:
         pause = min(pause * 2, 0.05)
 
 
-def _kill_group(pgid: int) -> None:
+def _kill_all(pid: int, group: Group | None, wait: bool) -> None:
+    """Kills the run: its cgroup, the PID namespace's init (a child of unshare), its group; then
+    (`wait`) waits for that init to be gone, when no cgroup says that all is."""
+    if group is not None:
+        group.kill()
+    children = _children(pid)
+    for child in children:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(child, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
+    if wait and group is None:
+        _wait_gone(children)
 
 
-def remove_tree(path: str) -> None:
-    """Removes a scratch tree however deep or odd; never raises (what remains is logged)."""
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as f:
+            return [int(c) for c in f.read().split()]
+    except (OSError, ValueError):
+        return []
 
-    def retry(func: Callable[[str], object], failed: str, _exc: object) -> None:
-        # A program may leave a directory it owns without permissions (only matters when the
-        # sandbox does not run as root).
-        try:
-            os.chmod(os.path.dirname(failed), 0o700)
-            if os.path.isdir(failed) and not os.path.islink(failed):
-                os.chmod(failed, 0o700)
-            func(failed)
-        except OSError:
-            pass
 
-    # RecursionError on a deep tree, or anything else: rm copes with any depth.
-    with contextlib.suppress(Exception):
-        shutil.rmtree(path, onerror=retry)
-    for argv in (["rm", "-rf", "--", path], ["chmod", "-R", "u+rwx", "--", path]) * 2:
-        if not os.path.lexists(path):
-            return
-        with contextlib.suppress(Exception):
-            subprocess.run(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
-                timeout=300,
-                check=False,
-            )
-    if os.path.lexists(path):
-        _log.warning("sandbox: could not remove the scratch directory %s", path)
+def _wait_gone(pids: list[int], wait_s: float = 5.0) -> None:
+    """Waits until none of `pids` exists (a PID namespace's init exits once its namespace is
+    empty), before anything of the run is removed."""
+    deadline = time.monotonic() + wait_s
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if _running(p)]
+        time.sleep(0.001)
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` exists and is not a zombie (which may wait long for an init that reaps)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return False
+    return raw[raw.rfind(b")") + 2 : raw.rfind(b")") + 3] != b"Z"
 
 
 def _read_head(file: Any, limit: int) -> tuple[bytes, bool]:

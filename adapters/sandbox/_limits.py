@@ -1,5 +1,5 @@
-"""The limits of a sandboxed process, set between fork and exec: rlimits, no new privileges,
-death with its parent, the uid drop, and an environment with nothing inherited.
+"""The limits of a sandboxed process: its rlimits (set by `_boot` before the program's first line),
+and an environment with nothing inherited.
 
 Soft = hard for every rlimit, so the program cannot raise them; RLIMIT_NPROC counts every task of
 the program's uid, so it is what the uid has now plus `NPROC`.
@@ -16,16 +16,16 @@ from typing import Any
 
 from ._result import RunOptions
 
-__all__ = ["NOBODY", "PRCTL", "cpu_limit", "environment", "preexec", "rlimits"]
+__all__ = ["NOBODY", "NPROC", "PRCTL", "cpu_limit", "environment", "pdeathsig", "rlimits"]
 
 NOBODY = 65534
 """The uid and gid a program runs as when the sandbox runs as root."""
 _NOFILE = 64
-_NPROC = 64  # processes (threads) a program may add to those its uid already has
+NPROC = 64
+"""Processes (threads) a program may add to those its uid already has (and its cgroup's limit)."""
 _PR_SET_PDEATHSIG = 1
-_PR_SET_NO_NEW_PRIVS = 38
 
-try:  # Linux only: prctl for no-new-privs and the parent-death signal
+try:  # Linux only: prctl for the parent-death signal
     PRCTL: Any = ctypes.CDLL(None, use_errno=True).prctl
 except (OSError, AttributeError):
     PRCTL = None
@@ -57,20 +57,10 @@ def cpu_limit(timeout_s: float, cpu_s: float | None) -> int:
     return math.ceil(timeout_s) + 1
 
 
-def preexec(limits: tuple[tuple[int, int], ...], drop: tuple[int, int] | None) -> None:
-    """Sets the limits, no new privileges, the parent-death signal and the uid drop."""
-    # Runs in the child between fork and exec: only system calls, no imports, no allocation
-    # worth speaking of.
-    for which, value in limits:
-        resource.setrlimit(which, (value, value))
+def pdeathsig() -> None:
+    """Between fork and exec: SIGKILL when the parent dies (for a wrapper that cannot set it)."""
     if PRCTL is not None:
         PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        PRCTL(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    if os.geteuid() == 0:
-        os.setgroups([])
-    if drop is not None:
-        os.setgid(drop[1])
-        os.setuid(drop[0])
 
 
 def environment(scratch: str) -> dict[str, str]:
@@ -85,18 +75,18 @@ def environment(scratch: str) -> dict[str, str]:
 
 
 def _nproc_limit(uid: int) -> int:
-    """RLIMIT_NPROC for a program run as `uid`: the tasks the uid has now, plus _NPROC.
+    """RLIMIT_NPROC for a program run as `uid`: the tasks the uid has now, plus NPROC.
 
     The kernel counts every process and thread of the real uid against the limit, not only
     the program's.
     """
     if uid == 0:
-        return _NPROC  # not enforced for root
+        return NPROC  # not enforced for root
     count = 0
     try:
         entries = os.scandir("/proc")
     except OSError:
-        return _NPROC
+        return NPROC
     with entries:
         for entry in entries:
             if not entry.name.isdigit():
@@ -109,4 +99,4 @@ def _nproc_limit(uid: int) -> int:
                 count += int(stat[stat.rfind(b")") + 2 :].split()[17])  # num_threads
             except (OSError, ValueError, IndexError):
                 continue
-    return count + _NPROC
+    return count + NPROC

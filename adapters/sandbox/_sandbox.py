@@ -1,76 +1,57 @@
 """Runs an untrusted Python program once, with its stdin, under limits; returns what it printed.
 
-Every run gets, on any POSIX system:
+The kernel is the boundary. Each layer below is on where this machine allows it (probed once per
+process, on first use); `protections()` says which are on, and what stops the others, and a setup
+weaker than the strongest is logged as a warning on the "ttc" logger.
 
-- a fresh scratch directory as its working directory, HOME and TMPDIR, deleted afterwards
-  (however deep the tree the program left); it has a random name inside a directory the program
-  can cross but not list;
-- its own session and process group (`start_new_session`): at the deadline, and again once the
-  program has exited, the whole group is killed with `os.killpg(SIGKILL)`, so its forks die too;
-- resource limits set in `preexec_fn`, soft = hard so the program cannot raise them:
-  RLIMIT_CPU (the CPU budget; SIGKILL at the limit), RLIMIT_AS (memory), RLIMIT_NPROC (the
-  processes and threads its uid has at the start, plus 64: the kernel counts them all),
-  RLIMIT_FSIZE (the output cap + 1 byte, per file), RLIMIT_NOFILE (64), RLIMIT_CORE (0);
-- an environment with nothing inherited: PATH, HOME, TMPDIR, LANG and LC_ALL only, so no API key
-  of the parent is visible;
-- `python -I -S -B`: isolated mode ignores PYTHON* variables and the user's site directory, -S
-  skips site-packages, -B writes no bytecode;
-- stdin, stdout and stderr as anonymous temporary files, not pipes: a program printing forever
-  stops at RLIMIT_FSIZE, and only the first `max_output_bytes` of stdout and the last 64 KiB of
-  stderr are read back;
-- an audit-hook guard (`sys.addaudithook`) installed before the program runs, unless
-  `audit_guard=False`: it refuses socket creation, connect, bind and name lookups; fork, exec,
-  spawn, `subprocess`, `os.system` and signals to other processes; ctypes, `_posixsubprocess`,
-  subinterpreters (whose code would run without the hook), `_posixshmem`, sqlite3 and the
-  `_test*` C-API modules; raising resource limits; `os.mkfifo`/`os.mknod` (replaced: they have no
-  audit event), hard and symbolic links; opening a file for writing, and creating, removing,
-  renaming, chmod-ing a path or changing directory, outside the scratch directory (more than 64
-  files opened for writing or 256 directories created inside it); reading another process's
-  /proc entries; opening a directory outside the scratch directory (a dir_fd for *at() calls);
-  introspection that would reach the hook (`gc.get_referrers`, setting
-  `__code__`/`__defaults__`, reading the hook's frame from a traceback). Every path is first
-  made canonical as os.path.realpath would (symbolic links, "..", /proc/self/... magic links,
-  dir_fd arguments), by C functions only. The hook keeps its state out of the program's reach
-  (see `_boot`). CPython's audit hooks are still not a security boundary: the guard is defense
-  in depth and a clear error message, the OS layers below are the boundary.
+- **Namespaces** (`unshare` from util-linux): a network namespace (a loopback that is down: no
+  connection leaves or reaches the host), a PID namespace whose init is the program (when it
+  dies, the kernel kills every process left in it, even those that called setsid), an IPC
+  namespace and a mount namespace. As root the program then drops to uid/gid 65534 (nobody) with
+  no groups; as another user, unshare needs unprivileged user namespaces and the program moves
+  into a nested user namespace with no power over the mounts.
+- **A private root** (`_confine`, in the mount namespace): only /usr, /bin, /sbin, /lib*, the
+  interpreter's installation (read-only), /etc/ld.so.cache and /etc/localtime, /dev/null, zero,
+  full, random and urandom, the namespace's own /proc, and the scratch directory at /tmp: a tmpfs
+  of `memory_mb` (nosuid, nodev, noexec) that vanishes with the namespace. Nothing else of the
+  machine exists for the program: no home, no project, no data, no answers, no unix socket;
+  any path the caller names (`hide`, by its real path too) is covered even inside those trees.
+- **seccomp-bpf** (`_seccomp`, loaded last): no execve, no process (threads only), no socket,
+  no ptrace, mount, namespace, keyring, bpf, perf, io_uring or memfd; the interpreter's
+  /proc/self/status reads `Seccomp: 2`, which the probe checks.
+- **A cgroup per program** (`_cgroup`, where one can be made: cgroup v2, or the v1 memory and
+  pids controllers): memory (`memory_mb`) and process limits for the whole tree, and the kill
+  through the group.
+- **Death with ttc**: the parent-death signal is set after every uid change (the kernel clears
+  it then), and the program exits before its first line if ttc is already gone; with the PID
+  namespace, a kill -9 of ttc or of a verifier worker takes every program it started down, and
+  with the private root no scratch directory is left anywhere.
+- **rlimits** (soft = hard): RLIMIT_CPU (the CPU budget; SIGKILL at the limit), RLIMIT_AS
+  (memory, per process), RLIMIT_NPROC (the uid's tasks at the start plus 64), RLIMIT_FSIZE (the
+  output cap + 1 byte, per file), RLIMIT_NOFILE (64), RLIMIT_CORE (0); and PR_SET_NO_NEW_PRIVS.
+- an environment with nothing inherited (PATH, HOME, TMPDIR, LANG, LC_ALL: no API key), and
+  `python -I -S -B` (no PYTHON* variables, no site-packages, no bytecode written);
+- stdin, stdout and stderr as anonymous temporary files: a program printing forever stops at
+  RLIMIT_FSIZE; only the first `max_output_bytes` of stdout and the last 64 KiB of stderr are
+  read back;
+- the **audit-hook guard** (`sys.addaudithook`, unless `audit_guard=False`): a friendly,
+  early refusal of what the layers above stop anyway (sockets, processes, ctypes, writes outside
+  the scratch directory, other processes' /proc entries, and more; see `_boot`). CPython's
+  audit hooks are not a security boundary; they give the clear error message.
 
-Depending on the OS (probed once per process, on first use; `protections()` reports the outcome,
-and a setup weaker than the strongest is logged as a warning on the "ttc" logger):
-
-- `unshare` from util-linux, if present and permitted: new network namespace (no interface but
-  a loopback that is down: no connection can leave or reach the host), PID namespace (the program
-  is its init: when it exits, the kernel kills every process it left, even those that called
-  setsid), mount namespace with its own /proc (no other process is visible), and IPC namespace.
-  In the mount namespace the program's interpreter, before anything else, covers /home, /root,
-  /tmp, /var/tmp, /dev/shm, /dev/mqueue, /run/user, /run/lock, the directory holding this
-  project, the caller's working directory and any directory the caller names (`hide`) with an
-  empty read-only tmpfs, then binds back its scratch directory and, read-only, the
-  interpreter's own installation if it lay there. As root, it then drops to uid/gid 65534
-  (nobody) with no supplementary groups; as another user, unshare needs unprivileged user
-  namespaces (`--map-root-user`) and the interpreter then moves into a nested user namespace, so
-  the program keeps no power over those mounts (it runs as the user's own uid, which
-  `protections()` reports). Without unshare the program shares the host's network, PID space
-  and files and only the audit guard keeps it off the network. (Being a PID namespace's init,
-  the program ignores signals it sends itself without a handler; a death by SIGKILL, which
-  unshare cannot pass on, is recognised from unshare's message.)
-- without namespaces, as root: the program runs as uid/gid 65534 (nobody), set in `preexec_fn`;
-  as another user: as that user, with no filesystem isolation beyond the guard.
-- Linux prctl: PR_SET_NO_NEW_PRIVS (no privilege gain through setuid binaries) and
-  PR_SET_PDEATHSIG (the sandbox dies if the process that started it dies).
-
-Not protected: reads of world-readable files outside the hidden directories; without a mount
-namespace, writes to world-writable directories when the audit guard is off or bypassed; disk
-use inside the scratch directory beyond the guard's counts times RLIMIT_FSIZE; the host's CPU
-while a run lasts (with the guard off, up to RLIMIT_NPROC processes may spin until the
-deadline); kernel exploits. Known ways around the guard alone: a path object whose __fspath__
-answers differently each time, for the few audit events that pass the object itself (e.g.
-`shutil.rmtree`); a fresh `posix` module from `_imp.create_builtin` brings `mkfifo` back.
+Fallbacks: without a private root (no mount namespace) the program has a host scratch directory
+under a random name in a directory it can cross but not list, removed through file descriptors
+once no process of the run is left (`_remove`; those of a killed ttc are swept at the next
+start), and it can read whatever world-readable file its uid can; without namespaces it also
+shares the host's network and PID space, and only seccomp (or, without it, the guard) keeps it
+off the network; without seccomp, exec and fork are refused only by the guard. Not protected
+anywhere: the host's CPU while a run lasts, and kernel exploits through the system calls left.
 Call `run_python` from one thread per process (`preexec_fn` is not safe to run while other
 threads fork), as the verifier worker processes do.
 
-The layers are modules: `_boot` (the child's first Python: hiding, the uid drop, the guard and its
-deny lists), `_hide` (which directories), `_limits` (rlimits, prctl, environment), `_launch` (one
-process and its scratch directory), `_result`; this module probes which setup works here.
+The layers are modules: `_confine` and `_boot` (the child's first Python), `_seccomp`, `_cgroup`,
+`_limits` (rlimits, prctl, environment), `_launch` (one process), `_remove`, `_result`; this
+module probes which setup works here.
 """
 
 from __future__ import annotations
@@ -80,13 +61,15 @@ import logging
 import os
 import shutil
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ._hide import hidden
+from ._cgroup import probe as probe_cgroups
 from ._launch import Setup, launch
 from ._limits import NOBODY, PRCTL
+from ._remove import sweep
 from ._result import RunOptions, SandboxResult
+from ._seccomp import filter_program
 
 __all__ = ["RunOptions", "SandboxResult", "SandboxUnavailable", "protections", "run_python"]
 
@@ -94,10 +77,29 @@ _log = logging.getLogger("ttc")
 
 _UNSHARE_FLAGS = ("--net", "--ipc", "--pid", "--fork", "--kill-child", "--mount-proc")
 _NAMESPACES = ("net", "ipc", "pid", "mount")
+_PROBE = (
+    "import json, sys\n"  # json: the standard library is readable, not only the interpreter
+    "print(sys.version_info >= (3, 10))\n"
+    "try:\n"
+    "    status = open('/proc/self/status').read().split('Seccomp:')[1].split()[0]\n"
+    "except Exception:\n"
+    "    status = '?'\n"
+    "print(status)\n"
+)
 
 
 class SandboxUnavailable(RuntimeError):
     """No interpreter runs under the sandbox on this machine."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Chosen:
+    """The setup chosen here, and why each layer that is off is off."""
+
+    setup: Setup
+    seccomp_status: str  # `Seccomp:` as the probe program read it from /proc/self/status
+    missing: dict[str, str]
+    cgroup: str  # what the cgroup probe found, in words
 
 
 def run_python(code: str, stdin: str, options: RunOptions) -> SandboxResult:
@@ -119,64 +121,81 @@ def _candidate_pythons() -> list[str]:
     return list(names)
 
 
-def _probe(setup: Setup) -> str | None:
-    """None if `setup` runs a trivial program on Python >= 3.10, else what went wrong."""
+def _probe(setup: Setup) -> tuple[str | None, str]:
+    """(None if `setup` runs a trivial program on Python >= 3.10 with its seccomp filter on,
+    else what went wrong; the `Seccomp:` status the program read)."""
     try:
-        code = "import sys\nprint(sys.version_info >= (3, 10))"
-        result = launch(setup, code, "", RunOptions(timeout_s=20.0, max_output_bytes=4096))
+        result = launch(setup, _PROBE, "", RunOptions(timeout_s=20.0, max_output_bytes=4096))
     except OSError as exc:
-        return f"{setup.python}: {exc}"
-    if result.ok and result.stdout.strip() == "True":
-        return None
-    lines = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()
-    return f"{setup.python}: exit status {result.returncode}: {lines[-1][:200]}"
+        return f"{setup.python}: {exc}", "?"
+    lines = result.stdout.split()
+    if result.ok and lines[:1] == ["True"] and len(lines) == 2:
+        if setup.bpf and lines[1] != "2":
+            return f"{setup.python}: the seccomp filter is not on (Seccomp: {lines[1]})", lines[1]
+        return None, lines[1]
+    text = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()
+    return f"{setup.python}: exit status {result.returncode}: {text[-1][:200]}", "?"
 
 
-def _make_setup(allow_unshare: bool = True) -> Setup:
-    """The strongest setup that works here: namespaces with hidden directories if unshare is
-    allowed, the uid drop when root. Anything weaker than the strongest is logged as a warning.
-    """
+def _variants(allow_unshare: bool, base: Setup) -> list[tuple[str, Setup]]:
+    """The setups to try, strongest first, each named."""
     root = os.geteuid() == 0
-    uid = NOBODY if root else os.geteuid()
     variants: list[tuple[str, Setup]] = []
     unshare = shutil.which("unshare", path="/usr/bin:/bin:/usr/sbin:/sbin")
     if allow_unshare and unshare is not None:
         wrapper: tuple[str, ...]
         namespaces: tuple[str, ...]
         if root:
-            wrapper = (unshare, *_UNSHARE_FLAGS, "--")
-            namespaces = _NAMESPACES
-            boot = "drop"
+            wrapper, namespaces = (unshare, *_UNSHARE_FLAGS, "--"), _NAMESPACES
         else:
             wrapper = (unshare, "--map-root-user", *_UNSHARE_FLAGS, "--")
             namespaces = ("user", *_NAMESPACES)
-            boot = "nest"
-        strongest = Setup("", wrapper, namespaces, None, uid, boot, hide=True)
-        weaker = replace(strongest, boot="drop" if root else "none", hide=False)
-        variants.append(("namespaces and private directories", strongest))
-        variants.append(("namespaces without private directories", weaker))
-    else:
-        _log.warning(
-            "sandbox: no namespaces (%s): programs share the host's network, processes and "
-            "files, as far as their uid may",
-            "unshare is not installed" if allow_unshare else "not allowed by the caller",
+        # setpriv gives unshare the parent-death signal without a fork of ttc in Python
+        setpriv = shutil.which("setpriv", path="/usr/bin:/bin:/usr/sbin:/sbin")
+        if setpriv is not None:
+            wrapper = (setpriv, "--pdeathsig", "KILL", "--", *wrapper)
+        strongest = replace(
+            base,
+            wrapper=wrapper,
+            namespaces=namespaces,
+            boot="drop" if root else "nest",
+            root=True,
+            pdeathsig_preexec=setpriv is None,
         )
-    plain = Setup("", (), (), (NOBODY, NOBODY) if root else None, uid)
+        variants.append(("a private root", strongest))
+        variants.append(("namespaces without a private root", replace(strongest, root=False)))
+    plain = replace(base, boot="drop" if root else "none")
     variants.append(("no namespaces", plain))
+    if base.bpf:  # each again without seccomp, should the kernel refuse the filter
+        variants += [(f"{label} without seccomp", replace(v, bpf=b"")) for label, v in variants]
+    return variants
+
+
+def _make_setup(allow_unshare: bool = True) -> _Chosen:
+    """The strongest setup that works here (see the module docstring). Anything weaker than the
+    strongest is logged as a warning."""
+    sweep()
+    missing: dict[str, str] = {}
+    if not allow_unshare:
+        missing["namespaces"] = "not allowed by the caller"
+    elif shutil.which("unshare", path="/usr/bin:/bin:/usr/sbin:/sbin") is None:
+        missing["namespaces"] = "unshare (util-linux) is not installed"
+    bpf = filter_program()
+    if bpf is None:
+        missing["seccomp"] = f"no filter for this architecture ({os.uname().machine})"
+    cgroups, cgroup_note = probe_cgroups()
+    if cgroups is None:
+        missing["cgroup"] = cgroup_note
+    uid = NOBODY if os.geteuid() == 0 else os.geteuid()
+    base = Setup("", (), (), uid, bpf=bpf or b"", cgroups=cgroups)
     failures: list[str] = []
-    for label, variant in variants:
+    for label, variant in _variants(allow_unshare, base):
         why = "no interpreter"
         for python in _candidate_pythons():
             candidate = replace(variant, python=python)
-            outcome = _probe(candidate)
+            outcome, status = _probe(candidate)
             if outcome is None:
-                if failures:
-                    _log.warning(
-                        "sandbox: running with %s, which protects less: %s",
-                        label,
-                        "; ".join(failures),
-                    )
-                return candidate
+                return _chosen(candidate, label, status, missing, failures, cgroup_note)
             why = outcome
         failures.append(f"{label} failed ({why})")
     raise SandboxUnavailable(
@@ -187,26 +206,61 @@ def _make_setup(allow_unshare: bool = True) -> Setup:
     )
 
 
+def _chosen(
+    setup: Setup,
+    label: str,
+    status: str,
+    missing: dict[str, str],
+    failures: list[str],
+    cgroup_note: str,
+) -> _Chosen:
+    if failures:
+        why = "; ".join(failures)
+        if not setup.root and "namespaces" not in missing:
+            missing["private root"] = why
+        if not setup.bpf and "seccomp" not in missing:
+            missing["seccomp"] = why
+        if not setup.namespaces and "namespaces" not in missing:
+            missing["namespaces"] = why
+    for layer, why in missing.items():
+        _log.warning("sandbox: running without %s (%s), which protects less", layer, why)
+    if failures and not missing:
+        _log.warning(
+            "sandbox: running with %s, which protects less: %s", label, "; ".join(failures)
+        )
+    return _Chosen(setup, status, missing, cgroup_note)
+
+
 @functools.cache
-def _setup() -> Setup:
+def _chosen_here() -> _Chosen:
     return _make_setup()
+
+
+def _setup() -> Setup:
+    return _chosen_here().setup
 
 
 def protections() -> dict[str, Any]:
     """What the sandbox enforces on this machine (probes on first use; raises
-    SandboxUnavailable if nothing works). `uid` is the uid the program runs as, as the host
-    sees it; `hidden` lists the directories it sees empty (with those named per run)."""
-    setup = _setup()
+    SandboxUnavailable if nothing works): each layer, on or off, and `missing`, why each layer
+    that is off is off. `uid` is the uid the program runs as, as the host sees it."""
+    setup = _setup()  # first: a test may stand another setup in
+    chosen = _chosen_here()
     return {
         "python": setup.python,
         "namespaces": list(setup.namespaces),
+        "private_root": setup.root,
+        "seccomp": bool(setup.bpf),
+        "seccomp_status": chosen.seccomp_status,
+        "cgroup": chosen.cgroup if setup.cgroups is not None else None,
+        "cgroup_limits": sorted(setup.cgroups.limits) if setup.cgroups is not None else [],
         "uid": setup.uid,
         "uid_dropped": setup.uid != os.geteuid(),
-        "hidden": hidden() if setup.hide else [],
         "rlimits": ["CPU", "AS", "NPROC", "FSIZE", "NOFILE", "CORE"],
         "nproc_enforced": setup.uid != 0,
         "prctl": PRCTL is not None,
         "audit_guard": True,
         "fresh_env": True,
         "isolated_python": True,
+        "missing": dict(chosen.missing),
     }

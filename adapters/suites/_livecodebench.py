@@ -176,8 +176,10 @@ class LiveCodeBenchSuite(TemplatedSuite):
         return TestReport(len(tests), len(tests), None, len(tests))
 
     def _private(self) -> tuple[str, ...]:
-        """What the program must not see: the directory of the problems, with their answers."""
-        return (os.path.dirname(os.path.abspath(self.path)),)
+        """What the program must not see: the directory of the problems, with their answers, as
+        named and as it really is (the sandbox resolves links in each)."""
+        real = os.path.realpath(self.path)
+        return (os.path.dirname(os.path.abspath(self.path)), real, os.path.dirname(real))
 
     def _run_test(self, code: str, test: TestCase, func_name: str | None) -> str | None:
         """None if the program passes `test`, else why not."""

@@ -22,8 +22,7 @@ from ttc.adapters.sandbox import (
     RunOptions,
     SandboxResult,
     _boot,
-    _hide,
-    _launch,
+    _remove,
     _sandbox,
     protections,
     run_python,
@@ -138,19 +137,20 @@ def test_large_stdin_and_exit_status() -> None:
 
 
 def test_scratch_directory_is_fresh_and_removed() -> None:
-    code = "import os\nopen('made.txt', 'w').write('x')\nprint(os.getcwd())\nprint(os.listdir('.'))"
+    code = "import os\nprint(sorted(os.listdir('.')))\nopen('made.txt', 'w').write('x')"
+    before = set(os.listdir(tempfile.gettempdir()))
     first, second = run(code), run(code)
     assert first.ok, first.stderr
-    cwd = first.stdout.splitlines()[0]
-    assert cwd != second.stdout.splitlines()[0]
-    assert "made.txt" in first.stdout
-    assert not os.path.exists(cwd)
-    assert not os.path.exists(os.path.dirname(cwd))
+    assert first.stdout == second.stdout == "['main.py']\n"
+    after = set(os.listdir(tempfile.gettempdir())) - before
+    assert [name for name in after if name.startswith("ttc-sandbox-")] == []
 
 
 def test_other_sandboxes_cannot_find_the_scratch_directory() -> None:
     if not protections()["uid_dropped"]:
         pytest.skip("sandboxes run as the calling user here: nothing separates them")
+    if protections()["private_root"]:
+        pytest.skip("each scratch directory is a tmpfs in its own mount namespace here")
     result = run("import os\nos.listdir(os.path.dirname(os.getcwd()))", audit_guard=False)
     assert "PermissionError" in result.stderr
 
@@ -217,24 +217,44 @@ def test_guard_refuses_fork_outright() -> None:
     assert wait_until_gone(result.pid) == []
 
 
-def test_processes_that_leave_the_group_die_with_the_program() -> None:
-    if "pid" not in protections()["namespaces"]:
-        pytest.skip("no PID namespace here: a setsid escapee is only stopped by the guard")
-    marker = f"ttc-escapee-{os.getpid()}-{time.monotonic_ns()}"
-    code = (
-        "import os, sys\n"
-        "if os.fork() == 0:\n"
-        "    os.setsid()\n"
-        "    os.execv(sys.executable,\n"
-        f"             [sys.executable, '-c', 'import time; time.sleep(60)', {marker!r}])\n"
-        "print('parent leaves')\n"
-    )
-    result = run(code, audit_guard=False)
-    assert result.stdout == "parent leaves\n"
-    deadline = time.monotonic() + 3
-    while processes_with(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
+@GUARD
+def test_a_setsid_program_dies_at_its_deadline(audit_guard: bool) -> None:
+    # The program leaves its process group; after the run nothing of it, nor of its uid, is left.
+    marker = f"/nonexistent/ttc-escapee-{secrets.token_hex(8)}"  # on the boot's command line
+    code = "import os, time\nos.setsid()\nprint('alone', flush=True)\ntime.sleep(90)\n"
+    result = run(code, timeout_s=1.0, audit_guard=audit_guard, hide=(marker,))
+    assert result.stdout == "alone\n"
+    assert result.killed_reason == "timeout"
     assert processes_with(marker) == []
+    assert wait_until_gone(result.pid) == []
+
+
+@GUARD
+def test_the_kernel_refuses_exec_fork_and_sockets(audit_guard: bool) -> None:
+    if not protections()["seccomp"]:
+        pytest.skip(f"no seccomp here: {protections()['missing'].get('seccomp')}")
+    assert protections()["seccomp_status"] == "2"
+    code = (
+        "import os, socket, threading\n"
+        "print(open('/proc/self/status').read().split('Seccomp:')[1].split()[0])\n"
+        "for attempt in (lambda: os.execv('/bin/sh', ['sh', '-c', 'echo escaped']),\n"
+        "                lambda: os.fork(), lambda: socket.socket(socket.AF_UNIX),\n"
+        "                lambda: socket.socket(socket.AF_INET), lambda: os.memfd_create('x')):\n"
+        "    try:\n"
+        "        attempt()\n"
+        "        print('allowed')\n"
+        "    except OSError as exc:\n"
+        "        print('refused', type(exc).__name__)\n"
+        "out = []\n"
+        "t = threading.Thread(target=lambda: out.append(6 * 7))\n"
+        "t.start(); t.join(); print(out[0])\n"
+    )
+    result = run(code, audit_guard=audit_guard)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "2"
+    assert lines[1:6] == ["refused PermissionError"] * 5, lines
+    assert lines[6] == "42"
 
 
 @pytest.mark.parametrize(
@@ -252,8 +272,13 @@ def test_memory_hog_is_stopped(hog: str) -> None:
 
 
 @GUARD
-def test_writes_outside_the_scratch_directory_fail(tmp_path: Path, audit_guard: bool) -> None:
-    target = tmp_path / "escaped.txt"
+@pytest.mark.parametrize("where", ["host-tmp", "etc"])
+def test_writes_outside_the_scratch_directory_fail(
+    tmp_path: Path, audit_guard: bool, where: str
+) -> None:
+    # /etc is there in a private root, the host's /tmp is not (/tmp is the scratch tmpfs)
+    name = f"ttc-escaped-{secrets.token_hex(8)}"
+    target = tmp_path / name if where == "host-tmp" else Path("/etc") / name
     code = (
         "import os\n"
         f"target = {str(target)!r}\n"
@@ -271,7 +296,7 @@ def test_writes_outside_the_scratch_directory_fail(tmp_path: Path, audit_guard: 
     assert "wrote" not in result.stdout
     assert not target.exists()
     assert not target.is_symlink()
-    if audit_guard:
+    if audit_guard and where == "etc":
         assert "not allowed" in result.stdout
 
 
@@ -322,8 +347,14 @@ def test_protections_report_this_machine() -> None:
     assert report["isolated_python"]
     assert set(report["rlimits"]) == {"CPU", "AS", "NPROC", "FSIZE", "NOFILE", "CORE"}
     assert report["uid_dropped"] == (report["uid"] != os.geteuid())
-    if "mount" in report["namespaces"]:
-        assert {"/tmp", "/dev/shm", os.path.realpath(_hide.PROJECT)} <= set(report["hidden"])
+    if os.geteuid() == 0 and shutil.which("unshare"):
+        # as root with util-linux and seccomp, as here and in CI, every layer is on
+        assert report["private_root"], report["missing"]
+        assert report["seccomp"], report["missing"]
+        assert report["seccomp_status"] == "2"
+    for layer, why in report["missing"].items():
+        assert layer in ("namespaces", "private root", "seccomp", "cgroup")
+        assert why
     if os.geteuid() == 0:
         assert report["uid"] == 65534
         assert report["nproc_enforced"]
@@ -336,7 +367,7 @@ def test_protections_report_this_machine() -> None:
 def test_without_unshare_the_guard_and_uid_drop_still_hold(
     monkeypatch: pytest.MonkeyPatch, server: socket.socket, tmp_path: Path
 ) -> None:
-    setup = _sandbox._make_setup(allow_unshare=False)
+    setup = _sandbox._make_setup(allow_unshare=False).setup
     assert setup.wrapper == ()
     assert setup.namespaces == ()
     monkeypatch.setattr(_sandbox, "_setup", lambda: setup)
@@ -358,7 +389,7 @@ def test_without_unshare_the_guard_and_uid_drop_still_hold(
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"{setup.uid} False"
-    assert [line.split()[0] for line in lines[1:]] == ["refused"] * 3
+    assert [line.split()[0] for line in lines[1:]] == ["refused"] * 3, lines
     assert_no_connection(server)
     assert not target.exists()
     looping = run("while True:\n    pass", timeout_s=1.0, cpu_s=5.0)
@@ -402,7 +433,7 @@ def test_guard_normalises_proc_and_dir_fd_paths(
     monkeypatch: pytest.MonkeyPatch, variant: str
 ) -> None:
     if variant == "no-namespaces":
-        setup = _sandbox._make_setup(allow_unshare=False)
+        setup = _sandbox._make_setup(allow_unshare=False).setup
         monkeypatch.setattr(_sandbox, "_setup", lambda: setup)
     name = f"ttc-test-{secrets.token_hex(8)}"
     code = (
@@ -410,7 +441,7 @@ def test_guard_normalises_proc_and_dir_fd_paths(
         "def environ():\n"
         "    return open(f'/proc/self/../{os.getppid()}/environ', 'rb').read()\n"
         "def via_root():\n"
-        "    fd = os.open('/proc/self/root/tmp', os.O_RDONLY)\n"
+        "    fd = os.open('/proc/self/root/etc', os.O_RDONLY)\n"
         f"    os.open({name!r}, os.O_WRONLY | os.O_CREAT, 0o666, dir_fd=fd)\n"
         "def via_cwd():\n"
         "    fd = os.open('/proc/self/cwd/..', os.O_RDONLY)\n"
@@ -427,8 +458,8 @@ def test_guard_normalises_proc_and_dir_fd_paths(
     assert len(lines) == 3
     assert all(line.startswith("refused") and "not allowed" in line for line in lines), lines
     assert "/environ is not allowed" in lines[0]
-    assert "opening the directory /tmp is not allowed" in lines[1]
-    assert not os.path.lexists(f"/tmp/{name}")
+    assert "opening the directory /etc is not allowed" in lines[1]
+    assert not os.path.lexists(f"/etc/{name}")
 
 
 def test_other_ways_of_writing_are_refused(host_tmp: Path) -> None:
@@ -456,7 +487,7 @@ def test_the_guards_state_is_out_of_reach() -> None:
     code = (
         "import os, sys\n"
         "try:\n"
-        "    open('/tmp/x_never', 'w')\n"
+        "    open('/etc/x_never', 'w')\n"
         "except PermissionError as e:\n"
         "    tb = e.__traceback__\n"
         "    while tb.tb_next:\n"
@@ -492,33 +523,28 @@ def test_the_guards_state_is_out_of_reach() -> None:
 
 
 @GUARD
-def test_private_directories_are_hidden(host_tmp: Path, audit_guard: bool) -> None:
-    if "mount" not in protections()["namespaces"]:
-        pytest.skip("no mount namespace here: only file permissions protect these")
+def test_only_the_system_is_visible(host_tmp: Path, audit_guard: bool) -> None:
+    if not protections()["private_root"]:
+        pytest.skip(f"no private root here: {protections()['missing']}")
     secret = host_tmp / "secret.txt"
     secret.write_text("sk-world-readable\n")
     secret.chmod(0o644)
     shm = Path(f"/dev/shm/ttc-test-{secrets.token_hex(8)}")
     shm.write_text("sk-in-shm\n")
     shm.chmod(0o644)
-    project = os.path.realpath(_hide.PROJECT)
-    # The interpreter's own tree stays visible (read-only) when it lies in a hidden directory.
-    python = protections()["python"]
+    project = os.path.realpath(_sandbox.__file__)
     code = (
-        "import os\n"
-        f"for path in ({str(secret)!r}, {str(shm)!r}):\n"
+        "import json, os\n"
+        f"for path in ({str(secret)!r}, {str(shm)!r}, {project!r},\n"
+        "             '/etc/passwd', '/etc/hostname'):\n"
         "    try:\n"
         "        print(open(path).read().strip())\n"
         "    except OSError as exc:\n"
         "        print('refused', type(exc).__name__)\n"
-        f"for top in ('/home', '/root', '/dev/shm', {project!r}):\n"
-        f"    tree = {python!r}.split('/')[2] if {python!r}.startswith(top + '/') else None\n"
-        # A project that lies inside another hidden directory (a clone under /tmp, say) is not
-        # there at all; elsewhere it is an empty cover. Either way nothing of it shows.
-        "    shown = os.listdir(top) if os.path.isdir(top) else []\n"
-        "    print(top, [name for name in shown if name != tree])\n"
-        "print(sorted(os.listdir('/tmp')) == [os.path.basename(os.path.dirname(os.getcwd()))])\n"
-        "open('still-writable.txt', 'w').write('ok')\n"
+        "print(json.dumps(os.listdir('/')))\n"
+        "print(json.dumps(os.listdir('/dev') + os.listdir('/etc')))\n"
+        "print(os.getcwd(), sorted(os.listdir('.')))\n"
+        "print([p for p in os.listdir('/proc') if p.isdigit()])\n"
     )
     try:
         result = run(code, audit_guard=audit_guard)
@@ -527,23 +553,34 @@ def test_private_directories_are_hidden(host_tmp: Path, audit_guard: bool) -> No
     assert result.returncode == 0, result.stderr
     assert "sk-" not in result.stdout
     lines = result.stdout.splitlines()
-    assert lines[:2] == ["refused FileNotFoundError"] * 2
-    assert lines[2:6] == [f"{top} []" for top in ("/home", "/root", "/dev/shm", project)]
-    assert lines[6] == "True"
+    assert lines[:5] == ["refused FileNotFoundError"] * 5, lines
+    top = set(json.loads(lines[5]))
+    system = {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr"}
+    python_top = protections()["python"].split("/")[1]
+    assert top - system <= {"dev", "etc", "proc", "tmp", python_top}, top
+    devices = {"null", "zero", "full", "random", "urandom", "fd", "stdin", "stdout", "stderr"}
+    assert set(json.loads(lines[6])) <= devices | {"ld.so.cache", "localtime"}, lines[6]
+    assert lines[7] == "/tmp ['main.py']"
+    assert lines[8] == "['1']"  # its own PID namespace: nothing else runs there
 
 
-def test_callers_can_hide_more(monkeypatch: pytest.MonkeyPatch, host_tmp: Path) -> None:
-    if "mount" not in protections()["namespaces"]:
-        pytest.skip("no mount namespace here")
-    answers = host_tmp / "answers.txt"
-    answers.write_text("42\n")
-    answers.chmod(0o644)
-    # /tmp visible, so that only `hide` hides the directory
-    monkeypatch.setattr(_hide, "_HIDDEN", tuple(d for d in _hide._HIDDEN if d != "/tmp"))
-    code = f"print(open({str(answers)!r}).read().strip())"
-    assert run(code).stdout == "42\n"
-    hidden = run(code, hide=[str(host_tmp)])
-    assert "FileNotFoundError" in hidden.stderr
+def test_callers_hide_inputs_by_their_real_path(host_tmp: Path) -> None:
+    # A link to a file and a link to a directory, both inside the visible system: covered where
+    # they really are, as a data file given through a symlinked path must be.
+    if not protections()["private_root"]:
+        pytest.skip(f"no private root here: {protections()['missing']}")
+    stdlib = Path(os.__file__).resolve().parent
+    (host_tmp / "answers.py").symlink_to(stdlib / "this.py")
+    (host_tmp / "private").symlink_to(stdlib / "email")
+    code = (
+        "import os\n"
+        f"print(len(open({str(stdlib / 'this.py')!r}).read()) > 0)\n"
+        f"print(sorted(os.listdir({str(stdlib / 'email')!r})) != [])\n"
+    )
+    assert run(code).stdout == "True\nTrue\n"
+    hide = (str(host_tmp / "answers.py"), str(host_tmp / "private"))
+    hidden = run(code, hide=hide)
+    assert hidden.stdout == "False\nFalse\n", hidden.stderr
 
 
 def _run_as(uid: int, script: str, timeout_s: float = 120.0) -> dict[str, Any]:
@@ -630,7 +667,7 @@ def test_an_unprivileged_users_files_are_hidden_from_its_programs(host_tmp: Path
         assert returncode == 0, stderr
         assert set(json.loads(stdout)) <= refusals, stdout
     if "user" in report["namespaces"]:
-        assert "/tmp" in report["hidden"]
+        assert report["private_root"], report["missing"]
     assert (home / ".bashrc").read_text() == "export PS1=ok\n"
 
 
@@ -664,17 +701,16 @@ def test_a_weaker_sandbox_is_a_warning(
 ) -> None:
     real_probe = _sandbox._probe
 
-    def probe(setup: Any) -> str | None:
-        return "refused for the test" if setup.wrapper else real_probe(setup)
+    def probe(setup: Any) -> tuple[str | None, str]:
+        return ("refused for the test", "?") if setup.wrapper else real_probe(setup)
 
     monkeypatch.setattr(_sandbox, "_probe", probe)
     with caplog.at_level(logging.WARNING, logger="ttc"):
-        setup = _sandbox._make_setup()
-    assert setup.namespaces == ()
+        chosen = _sandbox._make_setup()
+    assert chosen.setup.namespaces == ()
+    assert "refused for the test" in chosen.missing["namespaces"]
     warnings = [r.getMessage() for r in caplog.records if r.name == "ttc"]
-    assert len(warnings) == 1, warnings
-    assert "no namespaces" in warnings[0]
-    assert "refused for the test" in warnings[0]
+    assert any("without namespaces" in w and "refused for the test" in w for w in warnings)
 
 
 def test_deep_trees_are_removed() -> None:
@@ -688,7 +724,7 @@ def test_deep_trees_are_removed() -> None:
             os.close(fd)
             fd = child
         os.close(fd)
-        _launch.remove_tree(str(top))
+        _remove.remove_tree(str(top))
         assert not top.exists()
     finally:
         subprocess.run(["rm", "-rf", "--", str(top)], check=False)

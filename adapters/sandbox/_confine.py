@@ -1,0 +1,224 @@
+"""The sandboxed interpreter's confinement, done before the program's first line: a private root,
+the privilege drop, the parent-death signal, the seccomp filter.
+
+`_launch` passes this file's text, followed by `_boot`'s, to the child with `-c`; `_boot` calls
+`_ttc_confine` first. As the mount namespace's root (`fs == "root"`) it builds a new root on a
+tmpfs and pivots into it: read-only binds of /usr, /bin, /sbin and /lib* (or their links) and of
+the interpreter's own installation, /etc/ld.so.cache and /etc/localtime, a /dev holding only null,
+zero, full, random and urandom, the namespace's own /proc, and, as /tmp, the program's scratch
+directory: a private tmpfs (nosuid, nodev, noexec: no native code written there can be loaded)
+that lives and dies with the namespace, so nothing is left to remove. Paths named in `hide` are
+covered where they would still be visible. Nothing else of the machine exists for the program.
+
+Then it drops to the program's uid (`drop`), or moves into a user namespace with no power over the
+mounts (`nest`); sets the parent-death signal again (the kernel clears it when the uid changes);
+exits at once if ttc has already gone (the write end of the `alive` pipe is closed); and loads
+the seccomp filter (`_seccomp`), after which no system call undoes any of it.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # not typing's: importing typing would slow every run's start-up
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+# pivot_root has no glibc wrapper: its number per machine.
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
+
+
+def _ttc_confine(
+    fs: str, mode: str, ids: tuple[int, int, int, int], bpf: bytes, paths: list[list[str]]
+) -> None:
+    # ids: the program's uid and gid, the scratch tmpfs's size (MiB), the `alive` pipe's fd;
+    # paths: the cgroup.procs files to enter, the paths to hide.
+    import _ctypes  # without the ctypes package: a quarter of the start-up time
+    import os
+    import sys
+
+    uid, gid, scratch_mb, alive = ids
+    cgroups, hide = paths
+
+    class c_int(_ctypes._SimpleCData):  # type: ignore[type-arg]  # no [int] at run time
+        _type_ = "i"
+
+    class c_void_p(_ctypes._SimpleCData):  # type: ignore[type-arg]
+        _type_ = "P"
+
+    class c_char(_ctypes._SimpleCData):  # type: ignore[type-arg]
+        _type_ = "c"
+
+    class libc:
+        _handle = _ctypes.dlopen(None, 0)  # type: ignore[arg-type]  # None: the program
+
+    class function(_ctypes.CFuncPtr):
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+        _restype_ = c_int
+
+    def call(name: str, *args: object) -> None:
+        # A class with a _handle passes for a CDLL, as ctypes itself duck-types it.
+        if function((name, libc))(*args) != 0:  # type: ignore[arg-type]
+            err = _ctypes.get_errno()
+            raise OSError(err, f"sandbox: {name}{args!r}: {os.strerror(err)}")
+
+    bind, rec, remount, rdonly, detach = 4096, 16384, 32, 1, 2
+    nosuid, nodev, noexec, noatime, nodiratime = 2, 4, 8, 1024, 2048
+    strictatime, st_relatime = 1 << 24, 4096
+
+    def bind_ro(fd: int, target: str) -> None:
+        # A read-only bind that keeps the source's nosuid/nodev/noexec/atime flags (a user
+        # namespace may not drop them).
+        call("mount", f"/proc/self/fd/{fd}".encode(), target.encode(), None, bind | rec, None)
+        have = os.fstatvfs(fd).f_flag
+        flags = remount | bind | rdonly | (have & (nosuid | nodev | noexec | nodiratime))
+        if have & noatime:
+            flags |= noatime
+        elif not have & st_relatime:
+            flags |= strictatime
+        call("mount", None, target.encode(), None, flags, None)
+
+    def under(path: str, top: str) -> bool:
+        return path == top or path.startswith(top.rstrip("/") + "/")
+
+    def mkdirs(path: str) -> None:
+        current = ""
+        for part in path.strip("/").split("/"):
+            current += "/" + part
+            if not os.path.isdir(current):
+                os.mkdir(current, 0o755)
+
+    def touch(path: str) -> None:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+
+    def new_root() -> None:
+        opath = os.O_PATH | os.O_CLOEXEC
+        system = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]
+        links = {p: os.readlink(p) for p in system if os.path.islink(p)}
+        roots = {
+            os.path.realpath(p)
+            for p in (sys.base_prefix, sys.base_exec_prefix, os.path.dirname(sys.executable))
+        }
+        dirs = [p for p in system if os.path.isdir(p) and p not in links]
+        dirs += sorted(t for t in roots if not any(t != o and under(t, o) for o in roots | {*dirs}))
+        files = ("ld.so.cache", "localtime")
+        devices = ["null", "zero", "full", "random", "urandom"]
+        # Every source is opened first: the tmpfs below covers /tmp, where a tree may lie.
+        sources = {p: os.open(p, opath) for p in dirs}
+        etc = {f: os.open("/etc/" + f, opath) for f in files if os.path.isfile("/etc/" + f)}
+        dev = {d: os.open("/dev/" + d, opath) for d in devices if os.path.exists("/dev/" + d)}
+        proc = os.open("/proc", opath | os.O_DIRECTORY)
+        top = "/tmp"
+        call("mount", b"tmpfs", top.encode(), b"tmpfs", nosuid | nodev, b"mode=755,size=64k")
+        for path, target in links.items():
+            os.symlink(target, top + path)
+        for path, fd in sources.items():
+            mkdirs(top + path)
+            bind_ro(fd, top + path)
+        os.mkdir(top + "/etc", 0o755)
+        for file, fd in etc.items():
+            name = top + "/etc/" + file
+            touch(name)
+            bind_ro(fd, name)
+        os.mkdir(top + "/dev", 0o755)
+        call("mount", b"tmpfs", (top + "/dev").encode(), b"tmpfs", nosuid | noexec, b"mode=755")
+        for name, fd in dev.items():
+            touch(top + "/dev/" + name)
+            call(
+                "mount",
+                f"/proc/self/fd/{fd}".encode(),
+                (top + "/dev/" + name).encode(),
+                None,
+                bind,
+                None,
+            )
+        for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0")):
+            os.symlink(target, top + "/dev/" + name)
+        os.symlink("/proc/self/fd/1", top + "/dev/stdout")
+        os.symlink("/proc/self/fd/2", top + "/dev/stderr")
+        os.mkdir(top + "/proc", 0o555)
+        call(
+            "mount",
+            f"/proc/self/fd/{proc}".encode(),
+            (top + "/proc").encode(),
+            None,
+            bind | rec,
+            None,
+        )
+        os.mkdir(top + "/tmp", 0o755)
+        owner = f",uid={uid},gid={gid}" if mode == "drop" else ""
+        options = f"mode=700,size={scratch_mb}m,nr_inodes=8192{owner}"
+        call(
+            "mount",
+            b"tmpfs",
+            (top + "/tmp").encode(),
+            b"tmpfs",
+            nosuid | nodev | noexec,
+            options.encode(),
+        )
+        for path in hide:
+            target = top + path
+            if os.path.isdir(target):
+                call(
+                    "mount",
+                    b"tmpfs",
+                    target.encode(),
+                    b"tmpfs",
+                    rdonly | nosuid | nodev | noexec,
+                    b"size=4k",
+                )
+            elif os.path.lexists(target):
+                call("mount", b"/dev/null", target.encode(), None, bind, None)
+        for fd in (*sources.values(), *etc.values(), *dev.values(), proc):
+            os.close(fd)
+        call("mount", None, (top + "/dev").encode(), None, remount | rdonly | nosuid | noexec, None)
+        os.chdir(top)
+        os.mkdir(".old", 0o700)
+        call("syscall", _PIVOT_ROOT[os.uname().machine], b".", b".old")
+        os.chdir("/")
+        call("umount2", b"/.old", detach)
+        os.rmdir("/.old")
+        call("mount", None, b"/", None, remount | rdonly | nosuid | nodev, None)
+        os.chdir("/tmp")
+
+    call("prctl", 1, 9)  # until the uid changes: ttc (or unshare) dying kills this process
+    for procs in cgroups:  # before anything else: whatever this process becomes stays inside
+        with open(procs, "w") as f:
+            f.write("0")
+    if fs == "root":
+        new_root()
+    if mode == "drop":
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+    elif mode == "nest":
+        call("unshare", 0x10000000)  # CLONE_NEWUSER: no power over the mounts above
+    call("prctl", 1, 9)  # PR_SET_PDEATHSIG, SIGKILL: cleared by a uid change
+    call("prctl", 4, 1, 0, 0, 0)  # PR_SET_DUMPABLE, as after an exec: its own /proc is its own
+    call("prctl", 38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: no gain through setuid files
+    os.set_blocking(alive, False)
+    try:
+        gone = os.read(alive, 1) == b""  # ttc holds the write end: EOF means it has died
+    except BlockingIOError:
+        gone = False
+    os.close(alive)
+    if gone:
+        os._exit(137)
+    if bpf:
+
+        class Filter(_ctypes.Array):  # type: ignore[type-arg]
+            _type_ = c_char
+            _length_ = len(bpf)
+
+        class Prog(_ctypes.Array):  # type: ignore[type-arg]
+            _type_ = c_char
+            _length_ = 16
+
+        instructions = Filter.from_buffer_copy(bpf)
+        order: Callable[..., bytes] = int.to_bytes
+        header = order(len(bpf) // 8, 2, sys.byteorder) + bytes(6)
+        prog = Prog.from_buffer_copy(
+            header + order(_ctypes.addressof(instructions), 8, sys.byteorder)
+        )
+        call("prctl", 22, 2, c_void_p(_ctypes.addressof(prog)))  # PR_SET_SECCOMP, FILTER
+    for name in list(sys.modules):
+        if name.partition(".")[0] in ("ctypes", "_ctypes"):
+            del sys.modules[name]
