@@ -130,8 +130,8 @@ def sweep(directory: str | None = None) -> int:
     for name in names:
         pid, _, rest = name[len(PREFIX) :].partition("-")
         start = rest.partition("-")[0]
-        if pid.isdigit() and start_time(int(pid)) == start:
-            continue
+        if not (pid.isdigit() and start.isdigit()) or start_time(int(pid)) == start:
+            continue  # not named by this code, or its process lives
         remove_tree(os.path.join(where, name))
         removed += 1
     return removed

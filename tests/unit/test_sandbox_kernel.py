@@ -259,9 +259,12 @@ def test_stale_scratch_directories_are_swept(tmp_path: Path) -> None:
     (dead / "scratch").mkdir(parents=True)
     mine = tmp_path / f"{_remove.owned_name()}xyz"
     mine.mkdir()
+    foreign = tmp_path / f"{_remove.PREFIX}k2j4x9"  # named by something else: not ours to judge
+    foreign.mkdir()
     assert _remove.sweep(str(tmp_path)) == 1
     assert not dead.exists()
     assert mine.exists()
+    assert foreign.exists()
 
 
 def test_the_filter_is_one_per_architecture() -> None:
