@@ -4,11 +4,12 @@ its scratch directory, installs the audit-hook guard, then runs prelude.py and m
 
 The sandbox passes `_confine`'s text and this file's to the child interpreter with `-c` (see
 `_launch`); the child never imports ttc, so the program cannot reach ttc either. The child's argv:
-guard|noguard, the filesystem (root: a private root; host: the host's), the isolation mode (drop,
-nest or none), uid, gid, the scratch tmpfs's size in MiB, two file descriptors (the program: the
-prelude's length in decimal, a newline, the prelude, the program; and the read end of ttc's
-`alive` pipe), the seccomp filter in hex (empty for none), the rlimits (`which=value,...`), the
-number of cgroup.procs files to enter and those files, then the paths to hide. After the
+guard|noguard, the filesystem (root: a private root; ns: the host's in a mount namespace; host:
+the host's), the isolation mode (drop, nest or none), uid, gid, the scratch tmpfs's size in MiB,
+two file descriptors (the program: the prelude's length in decimal, a newline, the prelude, the
+program; and the read end of ttc's `alive` pipe), the seccomp filter in hex (empty for none), the
+rlimits (`which=value,...`), the number of cgroup.procs files to enter and those files, then the
+paths to hide. After the
 confinement it writes prelude.py and main.py into the scratch directory and sets the rlimits.
 Everything it defines is local to `_ttc_boot`, and the names it leaves in `__main__` are deleted
 before the program runs.

@@ -64,17 +64,36 @@ def _ttc_confine(
     nosuid, nodev, noexec, noatime, nodiratime = 2, 4, 8, 1024, 2048
     strictatime, st_relatime = 1 << 24, 4096
 
-    def bind_ro(fd: int, target: str) -> None:
-        # A read-only bind that keeps the source's nosuid/nodev/noexec/atime flags (a user
-        # namespace may not drop them).
-        call("mount", f"/proc/self/fd/{fd}".encode(), target.encode(), None, bind | rec, None)
-        have = os.fstatvfs(fd).f_flag
+    def read_only(target: str, have: int) -> None:
+        # Read-only, keeping the nosuid/nodev/noexec/atime flags (a user namespace may not drop
+        # them).
         flags = remount | bind | rdonly | (have & (nosuid | nodev | noexec | nodiratime))
         if have & noatime:
             flags |= noatime
         elif not have & st_relatime:
             flags |= strictatime
         call("mount", None, target.encode(), None, flags, None)
+
+    def bind_ro(fd: int, target: str) -> None:
+        # A recursive bind, read-only down to every mount below it.
+        call("mount", f"/proc/self/fd/{fd}".encode(), target.encode(), None, bind | rec, None)
+        read_only(target, os.fstatvfs(fd).f_flag)
+        with open("/proc/self/mountinfo", "rb") as f:
+            points = [line.split()[4].decode() for line in f]
+        for point in points:
+            if point != target and under(point, target):
+                read_only(point, os.statvfs(point).f_flag)
+
+    def cover(top: str) -> None:
+        # The paths to hide, as they appear under `top`: an empty read-only tmpfs over a
+        # directory, /dev/null over a file.
+        for path in hide:
+            target = top + path
+            if os.path.isdir(target):
+                flags = rdonly | nosuid | nodev | noexec
+                call("mount", b"tmpfs", target.encode(), b"tmpfs", flags, b"size=4k")
+            elif os.path.lexists(target):
+                call("mount", b"/dev/null", target.encode(), None, bind, None)
 
     def under(path: str, top: str) -> bool:
         return path == top or path.startswith(top.rstrip("/") + "/")
@@ -154,19 +173,7 @@ def _ttc_confine(
             nosuid | nodev | noexec,
             options.encode(),
         )
-        for path in hide:
-            target = top + path
-            if os.path.isdir(target):
-                call(
-                    "mount",
-                    b"tmpfs",
-                    target.encode(),
-                    b"tmpfs",
-                    rdonly | nosuid | nodev | noexec,
-                    b"size=4k",
-                )
-            elif os.path.lexists(target):
-                call("mount", b"/dev/null", target.encode(), None, bind, None)
+        cover(top)
         for fd in (*sources.values(), *etc.values(), *dev.values(), proc):
             os.close(fd)
         call("mount", None, (top + "/dev").encode(), None, remount | rdonly | nosuid | noexec, None)
@@ -185,6 +192,8 @@ def _ttc_confine(
             f.write("0")
     if fs == "root":
         new_root()
+    elif fs == "ns":  # the host's files, in a mount namespace: only the inputs are covered
+        cover("")
     if mode == "drop":
         os.setgroups([])
         os.setgid(gid)
@@ -192,7 +201,8 @@ def _ttc_confine(
     elif mode == "nest":
         call("unshare", 0x10000000)  # CLONE_NEWUSER: no power over the mounts above
     call("prctl", 1, 9)  # PR_SET_PDEATHSIG, SIGKILL: cleared by a uid change
-    call("prctl", 4, 1, 0, 0, 0)  # PR_SET_DUMPABLE, as after an exec: its own /proc is its own
+    if fs != "host":  # in a PID namespace of its own, as after an exec: its /proc is its own
+        call("prctl", 4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
     call("prctl", 38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: no gain through setuid files
     os.set_blocking(alive, False)
     try:

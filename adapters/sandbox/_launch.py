@@ -33,7 +33,7 @@ from ._limits import NPROC, cpu_limit, environment, pdeathsig, rlimits
 from ._remove import owned_name, remove_tree
 from ._result import RunOptions, SandboxResult
 
-__all__ = ["BOOT_SOURCE", "Setup", "launch"]
+__all__ = ["BOOT_SOURCE", "Setup", "filesystem", "launch"]
 
 _log = logging.getLogger("ttc")
 
@@ -134,15 +134,23 @@ def _argv(
 ) -> list[str]:
     """The command line: the wrapper, the interpreter, the boot and its arguments (see `_boot`)."""
     argv = [*setup.wrapper, setup.python, "-I", "-S", "-B", "-c", BOOT_SOURCE]
-    argv += ["guard" if options.audit_guard else "noguard", "root" if setup.root else "host"]
+    argv += ["guard" if options.audit_guard else "noguard", filesystem(setup)]
     argv += [setup.boot, str(setup.uid), str(setup.uid), str(options.memory_mb)]
     argv += [str(fds[0]), str(fds[1]), setup.bpf.hex()]
     argv.append(",".join(f"{which}={value}" for which, value in rlimits(setup.uid, options)))
     cgroups = group.procs_files if group is not None else ()
     argv += [str(len(cgroups)), *cgroups]
-    if setup.root:
+    if filesystem(setup) != "host":
         argv += _hidden(options.hide)
     return argv
+
+
+def filesystem(setup: Setup) -> str:
+    """What the program sees: "root" (a private root), "ns" (the host's files in a mount
+    namespace: the inputs named in `hide` covered), "host" (the host's, nothing covered)."""
+    if setup.root:
+        return "root"
+    return "ns" if "mount" in setup.namespaces else "host"
 
 
 def _hidden(paths: tuple[str, ...]) -> list[str]:
@@ -184,6 +192,9 @@ def _run(setup: Setup, start: _Start, options: RunOptions, group: Group | None) 
                 pass_fds=(fsrc.fileno(), alive_r),
                 preexec_fn=pdeathsig if setup.pdeathsig_preexec else None,
             )
+        except BaseException:
+            os.close(alive_w)
+            raise
         finally:
             os.close(alive_r)
         try:

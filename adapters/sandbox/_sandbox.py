@@ -65,7 +65,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ._cgroup import probe as probe_cgroups
-from ._launch import Setup, launch
+from ._launch import Setup, filesystem, launch
 from ._limits import NOBODY, PRCTL
 from ._remove import sweep
 from ._result import RunOptions, SandboxResult
@@ -186,6 +186,12 @@ def _make_setup(allow_unshare: bool = True) -> _Chosen:
     cgroups, cgroup_note = probe_cgroups()
     if cgroups is None:
         missing["cgroup"] = cgroup_note
+    else:
+        for limit in ("memory", "pids"):
+            if limit not in cgroups.limits:
+                missing[f"cgroup {limit}"] = (
+                    f"{cgroup_note}: no {limit} controller delegated to this process's group"
+                )
     uid = NOBODY if os.geteuid() == 0 else os.geteuid()
     base = Setup("", (), (), uid, bpf=bpf or b"", cgroups=cgroups)
     failures: list[str] = []
@@ -254,6 +260,9 @@ def protections() -> dict[str, Any]:
         "seccomp_status": chosen.seccomp_status,
         "cgroup": chosen.cgroup if setup.cgroups is not None else None,
         "cgroup_limits": sorted(setup.cgroups.limits) if setup.cgroups is not None else [],
+        "hidden_inputs": {"root": "absent", "ns": "covered", "host": "not hidden"}[
+            filesystem(setup)
+        ],
         "uid": setup.uid,
         "uid_dropped": setup.uid != os.geteuid(),
         "rlimits": ["CPU", "AS", "NPROC", "FSIZE", "NOFILE", "CORE"],

@@ -10,7 +10,10 @@ program does (ctypes, a native extension, machine code of its own), the kernel a
     fork, vfork; clone without CLONE_THREAD, or with a       EPERM: threads only, no process,
       namespace flag                                           no namespace
     clone3                                                   ENOSYS (glibc falls back to clone)
-    socket (any family; socketpair stays)                    EPERM: no network, no unix socket
+    socket (any family), socketpair but SOCK_STREAM          EPERM: no network, no unix socket
+    fallocate with a mode (KEEP_SIZE passes RLIMIT_FSIZE)    EPERM: no disk filled past the cap
+    prctl(PR_SET_PDEATHSIG)                                  EPERM: it dies with ttc
+    shmget, shmat, msgget, semget                            EPERM: no memory beyond the limits
     ptrace, process_vm_readv/writev, kcmp, pidfd_getfd       EPERM: no other process's memory
     mount, umount2, pivot_root, chroot, unshare, setns,      EPERM: the filesystem and the
       move_mount, open_tree, fsopen/fsconfig/fsmount/          namespaces stay as built
@@ -34,6 +37,7 @@ from __future__ import annotations
 import errno
 import os
 import struct
+from collections.abc import Callable
 
 __all__ = ["DENIED", "filter_program"]
 
@@ -45,7 +49,7 @@ DENIED = (  # noqa: SIM905  (a paragraph of names reads better than one per line
     "open_by_handle_at name_to_handle_at fanotify_init kexec_load kexec_file_load init_module "
     "finit_module delete_module reboot swapon swapoff acct quotactl syslog vhangup sethostname "
     "setdomainname settimeofday clock_settime clock_adjtime adjtimex personality uselib "
-    "lookup_dcookie iopl ioperm"
+    "lookup_dcookie iopl ioperm shmget shmat msgget semget"
 ).split()
 """The system calls refused with EPERM (those an architecture has)."""
 
@@ -115,6 +119,13 @@ _NUMBERS: dict[str, tuple[int | None, int | None]] = {
     "lookup_dcookie": (212, 18),
     "iopl": (172, None),
     "ioperm": (173, None),
+    "shmget": (29, 194),
+    "shmat": (30, 196),
+    "msgget": (68, 186),
+    "semget": (64, 190),
+    "socketpair": (53, 199),
+    "fallocate": (285, 47),
+    "prctl": (157, 167),
 }
 # machine -> (column in _NUMBERS, AUDIT_ARCH_*, first number of a foreign ABI sharing the arch)
 _ARCHES = {
@@ -127,6 +138,7 @@ _LD_ABS_W = 0x20
 _JEQ = 0x15
 _JGE = 0x35
 _JSET = 0x45
+_AND = 0x54
 _RET = 0x06
 _KILL_PROCESS = 0x80000000
 _ALLOW = 0x7FFF0000
@@ -135,10 +147,37 @@ _ERRNO = 0x00050000
 _NR, _ARCH, _ARG0 = 0, 4, 16
 _CLONE_THREAD = 0x00010000
 _CLONE_NAMESPACES = 0x7E020000  # NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET
+_PR_SET_PDEATHSIG = 1
+_SOCK_STREAM = 1
 
 
 def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
+
+
+def _argument_checks(number: Callable[[str], int | None], eperm: int) -> list[bytes]:
+    """The calls allowed with some arguments only; each block leaves the accumulator changed, so
+    the caller loads the call's number again after them."""
+
+    def when(name: str, arg: int, test: list[bytes]) -> list[bytes]:
+        # if nr == name: load the argument's low half, run `test` (which returns); else skip it
+        block = [_op(_LD_ABS_W, _ARG0 + 8 * arg), *test]
+        return [_op(_LD_ABS_W, _NR), _op(_JEQ, number(name) or 0, jf=len(block)), *block]
+
+    return [
+        # fallocate: mode 0 only (KEEP_SIZE and the like would pass RLIMIT_FSIZE)
+        *when("fallocate", 1, [_op(_JEQ, 0, jt=1), _op(_RET, eperm), _op(_RET, _ALLOW)]),
+        # prctl: never PR_SET_PDEATHSIG (the program would outlive ttc)
+        *when(
+            "prctl", 0, [_op(_JEQ, _PR_SET_PDEATHSIG, jf=1), _op(_RET, eperm), _op(_RET, _ALLOW)]
+        ),
+        # socketpair: SOCK_STREAM only (a datagram pair could send to any named socket)
+        *when(
+            "socketpair",
+            1,
+            [_op(_AND, 0xF), _op(_JEQ, _SOCK_STREAM, jt=1), _op(_RET, eperm), _op(_RET, _ALLOW)],
+        ),
+    ]
 
 
 def filter_program(machine: str | None = None) -> bytes | None:
@@ -166,6 +205,8 @@ def filter_program(machine: str | None = None) -> bytes | None:
         if nr is not None:
             ops += [_op(_JEQ, nr, jf=1), _op(_RET, eperm)]
     ops += [_op(_JEQ, _NUMBERS["clone3"][column] or 0, jf=1), _op(_RET, _ERRNO | errno.ENOSYS)]
+    ops += _argument_checks(number, eperm)
+    ops += [_op(_LD_ABS_W, _NR)]
     # clone: a thread (CLONE_THREAD, no namespace flag) or nothing.
     ops += [
         _op(_JEQ, number("clone") or 0, jf=4),

@@ -277,3 +277,60 @@ def test_the_filter_is_one_per_architecture() -> None:
         assert len(program) // 8 < 4096  # the kernel's limit on a filter
     assert _seccomp.filter_program("sparc") is None
     assert sysconfig.get_platform()  # (the machine this test runs on is one of the above)
+
+
+def test_the_reviewers_escapes_are_refused_by_the_kernel() -> None:
+    # ctypes with the guard off: clearing the parent-death signal (outliving ttc), fallocate
+    # with KEEP_SIZE on stdout (past RLIMIT_FSIZE, onto the host's disk), System V shared
+    # memory (past RLIMIT_AS), a datagram socketpair (sendto any named socket).
+    need("seccomp")
+    code = (
+        "import ctypes, socket\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(libc.prctl(1, 0, 0, 0, 0), ctypes.get_errno())\n"
+        "print(libc.fallocate(1, 1, 0, 1 << 30), ctypes.get_errno())\n"
+        "print(libc.shmget(0, 1 << 20, 0o1600), ctypes.get_errno())\n"
+        "try:\n"
+        "    socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+        "    print('datagram pair')\n"
+        "except OSError as exc:\n"
+        "    print('refused', exc.errno)\n"
+        "a, b = socket.socketpair()\n"
+        "a.send(b'x')\n"
+        "print(b.recv(1))\n"
+    )
+    result = run(code, audit_guard=False)
+    assert result.stdout.splitlines() == ["-1 1", "-1 1", "-1 1", "refused 1", "b'x'"], (
+        result.stdout,
+        result.stderr,
+    )
+
+
+def test_inputs_are_covered_in_a_mount_namespace_without_a_private_root(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import dataclasses
+
+    from ttc.adapters.sandbox import _sandbox
+
+    chosen = _sandbox._setup()
+    if "mount" not in chosen.namespaces:
+        pytest.skip("no mount namespace here")
+    if not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("no /usr/bin/python3, which nobody can read, here")
+    folder = Path(tempfile.mkdtemp(prefix="ttc-test-inputs-"))
+    try:
+        folder.chmod(0o755)
+        (folder / "answers.txt").write_text("42\n")
+        (folder / "answers.txt").chmod(0o644)
+        (folder / "link.txt").symlink_to(folder / "answers.txt")
+        # the system interpreter: the host's files, read by nobody
+        weaker = dataclasses.replace(chosen, root=False, python="/usr/bin/python3")
+        monkeypatch.setattr(_sandbox, "_setup", lambda: weaker)
+        code = f"print(open({str(folder / 'answers.txt')!r}).read().strip() or 'empty')"
+        assert run(code, audit_guard=False).stdout == "42\n"
+        hidden = run(code, audit_guard=False, hide=(str(folder / "link.txt"),))
+        assert hidden.stdout == "empty\n", hidden.stderr
+        assert protections()["hidden_inputs"] == "covered"
+    finally:
+        shutil.rmtree(folder)
