@@ -21,6 +21,9 @@ google.rpc.QuotaFailure detail, `{"violations": [{"quotaId":
 "GenerateRequestsPerDayPerProjectPerModel-FreeTier", "quotaMetric": ...}]}`, and an id or metric
 naming "PerDay" stops the run rather than waiting out the RetryInfo that comes with it.
 
+The wait a 429 asks for is passed on as the server said it; the engine's `RetryPolicy` honours it
+only in (0, 60] seconds (as the official OpenAI client does) and backs off by itself otherwise.
+
 Every parser of a header or retry hint returns None for a value it cannot read (garbage,
 negative, NaN, infinite), never raises. Messages never carry the API key: server text passes
 through `redact` before it is quoted.
