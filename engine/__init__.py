@@ -47,7 +47,7 @@ from ttc.engine._round import sample_seed
 from ttc.engine._rundir import items_sha256, matched_output_tokens
 from ttc.engine._runinfo import SIM_NOTE
 from ttc.engine._state import QuestionRecord, RoundStats, RunState
-from ttc.engine._tokens import TokenEstimator
+from ttc.engine._tokens import MAX_RESPONSE_TOKENS, TokenEstimator, text_tokens, token_count
 from ttc.engine._types import (
     Completion,
     Demo,
@@ -84,6 +84,7 @@ from ttc.engine.strategy import (
 __all__ = [
     "FAILURE_STREAK",
     "JUDGES",
+    "MAX_RESPONSE_TOKENS",
     "METHODS",
     "NEIGHBOUR_MODES",
     "OPERATIONAL",
@@ -163,4 +164,6 @@ __all__ = [
     "read_journal",
     "read_jsonl",
     "sample_seed",
+    "text_tokens",
+    "token_count",
 ]

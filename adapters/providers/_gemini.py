@@ -24,6 +24,12 @@ tree in `_translate`, with statuses mapped by `ttc.adapters.providers._http.stat
 
 A response whose `modelVersion` ends in `SIM_MODEL_SUFFIX` came from `ttc serve`'s offline
 simulator: the provider then says so in `simulated`, as the OpenAI one does.
+
+Usage: Gemini's JSON leaves out counts that are 0, so a missing count is 0, except the prompt's
+(never 0) and the answer's when there is answer text: those are unknown, as is a negative or
+absurd count, and are estimated from the text (`ttc.adapters.providers._usage`), the response
+kept. A count that is not an integer at all never reaches us: the SDK's pydantic model refuses
+the whole response (Fatal, "unreadable response").
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from ttc.adapters.providers._http import (
     require_env_name,
     status_error,
 )
+from ttc.adapters.providers._usage import MISSING, UsageReader, answer_tokens, prompt_tokens
 from ttc.engine import (
     BadRequest,
     Completion,
@@ -142,6 +149,7 @@ class GeminiProvider(Provider):
         self._session = connection.session
         self._owns_session = connection.session is None
         self._client: genai.Client | None = None
+        self._usage = UsageReader(name, key)
 
     def __repr__(self) -> str:
         return (
@@ -158,7 +166,7 @@ class GeminiProvider(Provider):
             response = await client.aio.models.generate_content(
                 model=self.model, contents=contents, config=config
             )
-        return self._completion(response, time.perf_counter() - start)
+        return self._completion(response, time.perf_counter() - start, request)
 
     async def aclose(self) -> None:
         """Closes the SDK client, and the session if this provider created it."""
@@ -213,7 +221,9 @@ class GeminiProvider(Provider):
         transport = (aiohttp.ClientError, asyncio.IncompleteReadError, ConnectionError)
         return gemini_errors(self.name, self._key, transport)
 
-    def _completion(self, response: types.GenerateContentResponse, latency: float) -> Completion:
+    def _completion(
+        self, response: types.GenerateContentResponse, latency: float, request: Request
+    ) -> Completion:
         if (response.model_version or "").endswith(SIM_MODEL_SUFFIX):
             # `ttc serve` answers with the offline simulator: reports must say so.
             self.simulated = True
@@ -229,18 +239,32 @@ class GeminiProvider(Provider):
             raise Transient(f"{self.name}: empty candidates")
         texts = tuple(_text(c.content.parts if c.content else None) for _, c in candidates)
         reasons = tuple(_finish(c.finish_reason) for _, c in candidates)
-        meta = response.usage_metadata
-        usage = Usage(
-            input_tokens=(meta.prompt_token_count or 0) if meta else 0,
-            output_tokens=(meta.candidates_token_count or 0) if meta else 0,
-            thinking_tokens=(meta.thoughts_token_count or 0) if meta else 0,
-        )
         return Completion(
             texts=texts,
-            usage=usage,
+            usage=self._read_usage(response.usage_metadata, request, texts),
             finish_reasons=reasons,
             latency_s=latency,
             model=response.model_version or self.model,
+        )
+
+    def _read_usage(
+        self,
+        meta: types.GenerateContentResponseUsageMetadata | None,
+        request: Request,
+        texts: tuple[str, ...],
+    ) -> Usage:
+        """The usage of a response, each count that is no count estimated (module docstring)."""
+        read = self._usage.count
+        prompt = read("promptTokenCount", MISSING if meta is None else meta.prompt_token_count)
+        output_count = None if meta is None else meta.candidates_token_count
+        if output_count is None and meta is not None and not any(texts):
+            output_count = 0  # no answer text: the count left out is a 0
+        output = read("candidatesTokenCount", MISSING if meta is None else output_count)
+        thoughts = None if meta is None else meta.thoughts_token_count
+        return Usage(
+            prompt_tokens(request.messages) if prompt is None else prompt,
+            answer_tokens(texts) if output is None else output,
+            0 if thoughts is None else read("thoughtsTokenCount", thoughts) or 0,
         )
 
 

@@ -21,7 +21,9 @@ here retries or sleeps. Failures become the engine's error tree in `_translate` 
     InvalidURL                                              Fatal
 
 A choice whose content is null reads as "" with the server's finish reason (`tool_calls`), or,
-when the model refused, as its `refusal` text with the finish reason "refusal".
+when the model refused, as its `refusal` text with the finish reason "refusal". Usage that is no
+token count (negative, not an int, null, missing, absurd) is unknown and estimated from the text
+(`ttc.adapters.providers._usage`); the response is kept.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from ttc.adapters.providers._http import (
     require_env_name,
     status_error,
 )
+from ttc.adapters.providers._usage import MISSING, UsageReader, answer_tokens, prompt_tokens
 from ttc.engine import (
     BadRequest,
     Completion,
@@ -113,6 +116,7 @@ class OpenAIProvider(Provider):
         self._connection = connection
         self._session = connection.session
         self._owns_session = connection.session is None
+        self._usage = UsageReader(name, key)
 
     def __repr__(self) -> str:
         return (
@@ -130,7 +134,7 @@ class OpenAIProvider(Provider):
                     status, headers, loads_or_text(raw), who=self.name, secret=self._key
                 )
             data = orjson.loads(raw)
-        return self._completion(data, rate_info(headers), time.perf_counter() - start)
+        return self._completion(data, rate_info(headers), time.perf_counter() - start, request)
 
     async def post_json(
         self, path: str, body: Mapping[str, Any]
@@ -231,7 +235,9 @@ class OpenAIProvider(Provider):
         said = error_message(data, self._key) if data.get("error") else ""
         raise Transient(f"{self.name}: {problem}" + (f": {said}" if said else ""))
 
-    def _completion(self, data: Any, rate: RateInfo | None, latency: float) -> Completion:
+    def _completion(
+        self, data: Any, rate: RateInfo | None, latency: float, request: Request
+    ) -> Completion:
         """A Completion from a parsed 200 body; Transient if it has no choices."""
         if isinstance(data, dict) and data.get("system_fingerprint") == SIM_FINGERPRINT:
             # `ttc serve` answers with the offline simulator: reports must say so.
@@ -243,20 +249,31 @@ class OpenAIProvider(Provider):
             answers = [_answer(choice) for _, choice in ordered]
             texts = tuple(text for text, _ in answers)
             reasons = tuple(reason for _, reason in answers)
-            usage = data.get("usage") or {}
-            prompt = int(usage.get("prompt_tokens") or 0)
-            completion = int(usage.get("completion_tokens") or 0)
-            details = usage.get("completion_tokens_details") or {}
-            thinking = int(details.get("reasoning_tokens") or 0)
         except (AttributeError, TypeError, ValueError) as exc:
             raise Fatal(f"{self.name}: unreadable completion: {exc}") from exc
         return Completion(
             texts=texts,
-            usage=Usage(prompt, max(0, completion - thinking), thinking),
+            usage=self._read_usage(data.get("usage", MISSING), request, texts),
             finish_reasons=reasons,
             latency_s=latency,
             model=str(data.get("model") or self.model),
             rate=rate,
+        )
+
+    def _read_usage(self, raw: Any, request: Request, texts: tuple[str, ...]) -> Usage:
+        """The usage of a body, each count that is no count estimated (see the docstring)."""
+        usage = raw if isinstance(raw, dict) else {}
+        read = self._usage.count
+        prompt = read("prompt_tokens", usage.get("prompt_tokens", MISSING))
+        completion = read("completion_tokens", usage.get("completion_tokens", MISSING))
+        details = usage.get("completion_tokens_details")
+        reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        # Absent or null reasoning tokens are none (models that do not reason send no details).
+        thinking = 0 if reasoning is None else read("reasoning_tokens", reasoning) or 0
+        return Usage(
+            prompt_tokens(request.messages) if prompt is None else prompt,
+            answer_tokens(texts) if completion is None else max(0, completion - thinking),
+            thinking,
         )
 
 

@@ -3,17 +3,22 @@ Retry-After, a body far over the cap, a server that echoes the key, usage that i
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from fakes import Loopback, Reply, Seen, StartLoopback
 
+from ttc.adapters.providers._gemini import GeminiProvider
 from ttc.adapters.providers._openai import OpenAIProvider
+from ttc.engine import Usage
 from ttc.engine._errors import RateLimited
 from ttc.engine._limiter import Limiter
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._sender import Job, Sender
 from ttc.engine._types import Message, Request, Sampling
+from ttc.engine.cli._batchio import usage_tokens
 
 KEY = "sk-hostile-SECRET-0123456789abcdef"
 
@@ -73,3 +78,87 @@ async def test_a_retry_after_of_years_gets_our_own_backoff_and_the_attempts_run_
     assert len(server.seen) == 3
     assert len(waits) == 2
     assert all(w <= 0.02 for w in waits)
+
+
+# ── usage that is no count ───────────────────────────────────────────────────────────────────
+
+ANSWER = "x" * 40  # 10 tokens by the engine's estimate; the prompt "What is 2+2?" is 3
+
+
+@pytest.mark.parametrize(
+    "bad", [-1_000_000, -1, 1.5, 12.0, "12", "abc", True, None, [3], 10_000_001, 10**18]
+)
+async def test_usage_that_is_no_count_is_estimated_and_the_response_kept(
+    server: Loopback, provider: OpenAIProvider, caplog: pytest.LogCaptureFixture, bad: Any
+) -> None:
+    server.default = lambda seen: chat(ANSWER, {"prompt_tokens": bad, "completion_tokens": bad})
+    with caplog.at_level(logging.WARNING, logger="ttc"):
+        first = await provider.generate(ask())
+        again = await provider.generate(ask())
+    assert first.texts == (ANSWER,)
+    assert first.usage == again.usage == Usage(3, 10, 0)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2  # once per field, not once per response
+    assert all(m.startswith("openai: usage ") and "not a token count" in m for m in said)
+    assert {m.split()[2] for m in said} == {"prompt_tokens", "completion_tokens"}
+
+
+@pytest.mark.parametrize("usage", [{}, {"prompt_tokens": 5}, "none", None])
+async def test_usage_left_out_is_estimated_too(
+    server: Loopback, provider: OpenAIProvider, usage: Any
+) -> None:
+    server.default = lambda seen: chat(ANSWER, usage)
+    completion = await provider.generate(ask())
+    assert completion.usage == Usage(5 if usage == {"prompt_tokens": 5} else 3, 10, 0)
+
+
+async def test_counts_up_to_ten_million_are_believed(
+    server: Loopback, provider: OpenAIProvider
+) -> None:
+    details = {"reasoning_tokens": 4_000_000}
+    usage = {"prompt_tokens": 0, "completion_tokens": 10_000_000,
+             "completion_tokens_details": details}  # fmt: skip
+    server.default = lambda seen: chat(ANSWER, usage)
+    assert (await provider.generate(ask())).usage == Usage(0, 6_000_000, 4_000_000)
+    details["reasoning_tokens"] = -5  # thinking that is no count is unknown: 0, never negative
+    assert (await provider.generate(ask())).usage == Usage(0, 10_000_000, 0)
+
+
+def gemini_reply(usage: dict[str, Any] | None) -> Reply:
+    candidate = {"index": 0, "content": {"role": "model", "parts": [{"text": ANSWER}]},
+                 "finishReason": "STOP"}  # fmt: skip
+    body: dict[str, Any] = {"candidates": [candidate], "modelVersion": "g"}
+    if usage is not None:
+        body["usageMetadata"] = usage
+    return Reply(body=body)
+
+
+@pytest.mark.parametrize(
+    ("usage", "expected"),
+    [
+        ({"promptTokenCount": -1_000_000, "candidatesTokenCount": 20_000_000}, Usage(3, 10, 0)),
+        ({"promptTokenCount": 7, "thoughtsTokenCount": -3}, Usage(7, 10, 0)),
+        (None, Usage(3, 10, 0)),
+        ({"promptTokenCount": 7, "candidatesTokenCount": 9, "thoughtsTokenCount": 2},
+         Usage(7, 9, 2)),
+    ],
+)  # fmt: skip
+async def test_gemini_usage_that_is_no_count_is_estimated(
+    loopback: StartLoopback, usage: dict[str, Any] | None, expected: Usage
+) -> None:
+    server = await loopback(lambda seen: gemini_reply(usage), "")
+    provider = GeminiProvider("g", base_url=server.url)
+    try:
+        completion = await provider.generate(ask())
+    finally:
+        await provider.aclose()
+    assert completion.texts == (ANSWER,)
+    assert completion.usage == expected
+
+
+def test_the_batch_tally_leaves_out_counts_that_are_no_counts() -> None:
+    usage = {"total_tokens": -5, "prompt_tokens": -1_000_000, "completion_tokens": 7,
+             "input_tokens": "abc", "output_tokens": 2.5}  # fmt: skip
+    assert usage_tokens({"usage": usage}) == 7
+    assert usage_tokens({"usage": {"total_tokens": 12, "prompt_tokens": -1}}) == 12
+    assert usage_tokens({"usage": {"total_tokens": 10**12}}) == 0

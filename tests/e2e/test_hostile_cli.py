@@ -1,0 +1,86 @@
+"""`ttc run` and `ttc batch` as real subprocesses against a hostile OpenAI-compatible server on
+loopback (the shared `loopback` fixture, in the test's own event loop): usage that is no count,
+an absurd Retry-After, a body over the cap, a server that echoes the key."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+from fakes import Reply, Seen, StartLoopback
+
+from ttc.engine._journal import read_journal
+
+TTC = str(Path(sys.executable).with_name("ttc"))
+KEY_ENV = "TTC_HOSTILE_TEST_KEY"
+KEY = "sk-hostile-SECRET-0123456789abcdef"
+RUN = ["--limit", "3", "--rounds", "2", "--embedder", "lexical", "--workers", "0",
+       "--concurrency", "1", "--no-cache", "-q"]  # fmt: skip
+
+
+async def ttc(tmp: Path, *args: str) -> tuple[int, str, str]:
+    """`ttc ARGS` in `tmp` with the key in KEY_ENV (no other key): exit code, stdout, stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update({KEY_ENV: KEY, "TTC_CACHE_DIR": str(tmp / ".ttc-cache")})
+    proc = await asyncio.create_subprocess_exec(
+        TTC, *args, cwd=tmp, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 300)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def openai(url: str) -> list[str]:
+    return ["--provider", "openai", "--model", "m", "--base-url", url, "--api-key-env", KEY_ENV]
+
+
+def chat(content: str, usage: Any = None) -> Reply:
+    body: dict[str, Any] = {
+        "model": "m",
+        "choices": [{"index": 0, "message": {"content": content}, "finish_reason": "stop"}],
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return Reply(body=body)
+
+
+def load(path: Path) -> Any:
+    return orjson.loads(path.read_bytes())
+
+
+# ── usage that is no count ───────────────────────────────────────────────────────────────────
+
+
+def lying_usage(seen: Seen) -> Reply:
+    return chat("the answer is 4. " * 8, {"prompt_tokens": -1_000_000, "completion_tokens": "abc"})
+
+
+async def test_negative_and_textual_usage_is_estimated_and_max_cost_still_stops(
+    tmp_path: Path, loopback: StartLoopback
+) -> None:
+    server = await loopback(lying_usage, "/v1")
+    code, _, err = await ttc(tmp_path, "run", *RUN, *openai(server.url), "--out", "plain")
+    assert code == 0, err
+    summary = load(tmp_path / "plain" / "summary.json")
+    assert summary["input_tokens"] > 0  # estimated from the prompts, not -1,000,000 each
+    samples = [e for e in read_journal(tmp_path / "plain" / "journal.jsonl") if e["ev"] == "sample"]
+    assert all(e["ok"] for e in samples)  # every response kept
+    assert all(e["usage"][0] > 0 for e in samples)
+    assert all(e["usage"][1] == len(e["text"]) // 4 for e in samples)
+    assert summary["output_tokens"] == sum(len(e["text"]) // 4 for e in samples)
+    log = (tmp_path / "plain" / "run.log").read_text()
+    assert log.count("usage prompt_tokens is -1000000, not a token count") == 1
+    assert log.count("usage completion_tokens is 'abc', not a token count") == 1
+    # A dollar a token: the first sample's estimated tokens pass the budget.
+    priced = ["--price", "1000000,1000000", "--max-cost", "50", "--out", "priced"]
+    code, _, err = await ttc(tmp_path, "run", *RUN, *openai(server.url), *priced)
+    assert code == 3, err
+    summary = load(tmp_path / "priced" / "summary.json")
+    assert "--max-cost" in summary["stopped"]
+    assert summary["total_cost_usd"] >= 50
+    assert summary["input_tokens"] >= 0
