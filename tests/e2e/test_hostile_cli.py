@@ -84,3 +84,30 @@ async def test_negative_and_textual_usage_is_estimated_and_max_cost_still_stops(
     assert "--max-cost" in summary["stopped"]
     assert summary["total_cost_usd"] >= 50
     assert summary["input_tokens"] >= 0
+
+
+# ── an absurd Retry-After ────────────────────────────────────────────────────────────────────
+
+
+def refuse_for_years(seen: Seen) -> Reply:
+    return Reply(429, {"error": {"message": "come back in 31 years"}},
+                 headers={"Retry-After": "999999999"})  # fmt: skip
+
+
+async def test_a_retry_after_of_years_fails_the_samples_after_their_attempts(
+    tmp_path: Path, loopback: StartLoopback
+) -> None:
+    server = await loopback(refuse_for_years, "/v1")
+    run = [*RUN, "--rounds", "1", "--max-attempts", "2", "--out", "r"]
+    code, _, err = await ttc(tmp_path, "run", *run, *openai(server.url))
+    assert code == 0, err
+    events = list(read_journal(tmp_path / "r" / "journal.jsonl"))
+    failed = [e for e in events if e["ev"] == "sample"]
+    assert len(failed) == 3
+    assert all(not e["ok"] and e["attempts"] == 2 for e in failed)
+    assert all(e["error"] == "rate_limited" for e in failed)
+    assert all(e["message"] == "openai: HTTP 429: come back in 31 years" for e in failed)
+    retries = [e for e in events if e["ev"] == "retry"]
+    assert len(retries) == 3
+    assert all(e["delay"] <= 0.5 for e in retries)  # our own first backoff, not 999999999 s
+    assert len(server.seen) == 3 * 2
