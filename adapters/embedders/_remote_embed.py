@@ -13,8 +13,12 @@ embedder's thread and capped at a minute. Failures become the engine's error tre
       google.genai.errors.APIError)                         as `status_error` says
     connection errors and timeouts
       (openai.APIConnectionError, httpx2.TransportError)    Transient
+    a body over `max_response_bytes` (read no further)      ResponseTooLarge (a BadRequest)
     a truncated or non-JSON body                            Transient
     a response of the wrong shape or count                  Fatal
+
+Both SDKs send on an httpx2 client of ours (`capped_http_client`) that reads every body in
+chunks up to the cap.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ttc.adapters.providers._capped import MAX_RESPONSE_BYTES, capped_http_client, check_cap
 from ttc.adapters.providers._gemini import GEMINI_KEY_ENVS, gemini_errors
 from ttc.adapters.providers._http import (
     OPENAI_BASE_URL,
@@ -62,14 +67,15 @@ _MAX_DELAY_S = 60.0
 @dataclass(frozen=True, slots=True)
 class EmbedOptions:
     """How a remote embedder sends: texts per request (None: the vendor's default), the vector
-    size to ask for (None: the model's own), attempts per batch, the first backoff, and each
-    request's timeout."""
+    size to ask for (None: the model's own), attempts per batch, the first backoff, each
+    request's timeout, and the cap on a response body."""
 
     batch_size: int | None = None
     dim: int | None = None
     max_attempts: int = 4
     backoff_s: float = 1.0
     timeout_s: float = 120.0
+    max_response_bytes: int = MAX_RESPONSE_BYTES
 
 
 def _http_transport_errors() -> tuple[type[Exception], ...]:
@@ -99,6 +105,8 @@ class _RemoteEmbedder:
         self.max_attempts = max_attempts
         self.backoff_s = options.backoff_s
         self.timeout_s = options.timeout_s
+        check_cap(options.max_response_bytes, self.name)
+        self.max_response_bytes = options.max_response_bytes
         # No jitter: one thread embeds, so there is no crowd of retries to spread out.
         self._retry = RetryPolicy(
             max_attempts=max_attempts,
@@ -229,6 +237,7 @@ class OpenAIEmbedder(_RemoteEmbedder):
                     base_url=self.base_url,
                     max_retries=0,
                     timeout=self.timeout_s,
+                    http_client=capped_http_client(self.max_response_bytes, self.name),
                 )
             return self._client
 
@@ -323,6 +332,7 @@ class GeminiEmbedder(_RemoteEmbedder):
                     api_version=self.api_version,
                     timeout=round(self.timeout_s * 1000),
                     retry_options=types.HttpRetryOptions(attempts=1),
+                    httpx_client=capped_http_client(self.max_response_bytes, self.name),
                 )
                 self._client = genai.Client(
                     vertexai=False, api_key=self._key or "no-key", http_options=options

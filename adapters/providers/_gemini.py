@@ -17,6 +17,8 @@ tree in `_translate`, with statuses mapped by `ttc.adapters.providers._http.stat
     APIError 408, 409, 5xx (ServerError)                    Transient
     APIError 400, 404 and other 4xx (ClientError)           BadRequest (server's message)
     aiohttp.ClientError, IncompleteReadError, resets        Transient
+    a body over the cap (Connection.max_response_bytes),
+      on a session the provider opened (see `_capped`)      ResponseTooLarge (a BadRequest)
     a truncated or non-JSON body (JSONDecodeError)          Transient
     a response the SDK cannot validate                      Fatal
     no candidates                                           Transient("empty candidates")
@@ -185,7 +187,7 @@ class GeminiProvider(Provider):
             from google.genai import types
 
             if self._session is None or (self._owns_session and self._session.closed):
-                self._session = self._connection.open()
+                self._session = self._connection.open(self.name)
             options = types.HttpOptions(
                 base_url=self.base_url,
                 api_version=self.api_version,

@@ -14,6 +14,8 @@ here retries or sleeps. Failures become the engine's error tree in `_translate` 
     408, 409, 500, 502, 503, 504 and any other 5xx           Transient
     ClientConnectionError (ServerDisconnectedError, ...),
       ClientPayloadError, IncompleteReadError, resets       Transient
+    a body over the cap (Connection.max_response_bytes,
+      --max-response-bytes; read no further)                ResponseTooLarge (a BadRequest)
     2xx with a truncated or non-JSON body                   Transient("truncated body")
     2xx without choices, or with an `error` object          Transient("empty choices")
       (/embeddings: without data)                           Transient("empty data")
@@ -38,6 +40,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import orjson
 
+from ttc.adapters.providers._capped import read_capped
 from ttc.adapters.providers._connection import Connection, check_provider
 from ttc.adapters.providers._http import (
     OPENAI_BASE_URL,
@@ -172,15 +175,17 @@ class OpenAIProvider(Provider):
         """The session, created on first use inside the running loop."""
         session = self._session
         if session is None or (self._owns_session and session.closed):
-            session = self._session = self._connection.open()
+            session = self._session = self._connection.open(self.name)
         return session
 
     async def _send(self, path: str, payload: bytes) -> tuple[int, Mapping[str, str], bytes]:
-        """One POST; the status, headers and whole body of its response."""
+        """One POST; the status, headers and whole body of its response, read no further than
+        the connection's cap (ResponseTooLarge past it)."""
+        cap = self._connection.max_response_bytes
         async with self._client().post(
             self.base_url + path, data=payload, headers=self._headers
         ) as response:
-            raw = await response.read()
+            raw = await read_capped(response, cap, self.name)
             return response.status, response.headers, raw
 
     @contextmanager

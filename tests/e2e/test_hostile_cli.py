@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from fakes import Reply, Seen, StartLoopback
+from fakes import Reply, Seen, StartHuge, StartLoopback
 
 from ttc.engine._journal import read_journal
 
@@ -111,3 +111,59 @@ async def test_a_retry_after_of_years_fails_the_samples_after_their_attempts(
     assert len(retries) == 3
     assert all(e["delay"] <= 0.5 for e in retries)  # our own first backoff, not 999999999 s
     assert len(server.seen) == 3 * 2
+
+
+# ── a body over the cap ──────────────────────────────────────────────────────────────────────
+
+MiB = 2**20
+
+
+async def test_a_huge_answer_fails_its_sample_and_nothing_of_it_is_written(
+    tmp_path: Path, huge: StartHuge
+) -> None:
+    server = await huge(40 * MiB)
+    run = [*RUN, "--rounds", "1", "--limit", "2", *openai(server.url)]
+    code, _, err = await ttc(tmp_path, "run", *run, "--out", "default")
+    assert code == 0, err
+    code, _, err = await ttc(tmp_path, "run", *run, "--max-response-bytes", str(MiB), "--out", "r")
+    assert code == 0, err
+    for name, said in (("default", "32 MiB"), ("r", "1 MiB")):
+        samples = [
+            e for e in read_journal(tmp_path / name / "journal.jsonl") if e["ev"] == "sample"
+        ]
+        assert len(samples) == 2
+        assert all(e["error"] == "too_large" and e["attempts"] == 1 for e in samples)
+        assert {e["message"] for e in samples} == {
+            f"openai: response body over {said} (--max-response-bytes)"
+        }
+        assert (tmp_path / name / "journal.jsonl").stat().st_size < 64 * 1024
+    # The flag is kept for a resume: the failed samples are sent again, under the same cap.
+    code, _, err = await ttc(tmp_path, "resume", str(tmp_path / "r"))
+    assert code == 0, err
+    again = [e for e in read_journal(tmp_path / "r" / "journal.jsonl") if e["ev"] == "sample"]
+    assert len(again) == 4
+    assert {e["message"] for e in again} == {
+        "openai: response body over 1 MiB (--max-response-bytes)"
+    }
+    assert all(sent < 32 * MiB for sent in server.sent[2:])
+    assert len(server.sent) == 2 + 2 + 2
+
+
+async def test_ttc_batch_records_a_huge_answer_as_an_error(tmp_path: Path, huge: StartHuge) -> None:
+    server = await huge(40 * MiB)
+    line = {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
+            "body": {"model": "m", "messages": [{"role": "user", "content": "hi"}]}}  # fmt: skip
+    (tmp_path / "in.jsonl").write_bytes(orjson.dumps(line) + b"\n")
+    batch = ["batch", "in.jsonl", "--out", "out.jsonl", "--base-url", server.url,
+             "--api-key-env", KEY_ENV, "--max-response-bytes", str(MiB), "-q"]  # fmt: skip
+    code, out, err = await ttc(tmp_path, *batch)
+    assert code == 0, err
+    (result,) = [orjson.loads(x) for x in (tmp_path / "out.jsonl").read_bytes().splitlines()]
+    assert result["response"] is None
+    assert result["error"] == {
+        "code": "too_large",
+        "message": "openai: response body over 1 MiB (--max-response-bytes)",
+    }
+    assert "1 requests ended in an error" in out
+    assert (tmp_path / "out.jsonl.journal").stat().st_size < 64 * 1024
+    assert len(server.sent) == 1

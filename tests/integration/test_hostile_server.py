@@ -3,17 +3,20 @@ Retry-After, a body far over the cap, a server that echoes the key, usage that i
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from fakes import Loopback, Reply, Seen, StartLoopback
+from fakes import Loopback, Reply, Seen, StartHuge, StartLoopback
 
+from ttc.adapters.embedders._remote_embed import EmbedOptions, GeminiEmbedder, OpenAIEmbedder
+from ttc.adapters.providers._connection import Connection
 from ttc.adapters.providers._gemini import GeminiProvider
 from ttc.adapters.providers._openai import OpenAIProvider
 from ttc.engine import Usage
-from ttc.engine._errors import RateLimited
+from ttc.engine._errors import ConfigError, RateLimited, ResponseTooLarge
 from ttc.engine._limiter import Limiter
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._sender import Job, Sender
@@ -162,3 +165,118 @@ def test_the_batch_tally_leaves_out_counts_that_are_no_counts() -> None:
     assert usage_tokens({"usage": usage}) == 7
     assert usage_tokens({"usage": {"total_tokens": 12, "prompt_tokens": -1}}) == 12
     assert usage_tokens({"usage": {"total_tokens": 10**12}}) == 0
+
+
+# ── a body over the cap ──────────────────────────────────────────────────────────────────────
+
+MiB = 2**20
+
+
+@pytest.mark.parametrize("status", [200, 500])
+async def test_a_body_over_the_cap_fails_at_once_read_no_further_than_the_cap(
+    huge: StartHuge, status: int
+) -> None:
+    server = await huge(256 * MiB, status=status)
+    provider = OpenAIProvider(
+        "m", base_url=server.url, connection=Connection(max_response_bytes=MiB)
+    )
+    try:
+        with pytest.raises(ResponseTooLarge) as caught:
+            await provider.generate(ask())
+        assert str(caught.value) == "openai: response body over 1 MiB (--max-response-bytes)"
+        assert not caught.value.retryable  # as large again next time
+        # The server could write no more than the socket buffers hold past the cap.
+        assert await server.finished() < 32 * MiB
+        # The provider still works: the next answer, under the cap, is read.
+        small = await huge(1000)
+        ok = OpenAIProvider("m", base_url=small.url, connection=Connection(max_response_bytes=MiB))
+        try:
+            assert len((await ok.generate(ask())).texts[0]) == 65536
+        finally:
+            await ok.aclose()
+    finally:
+        await provider.aclose()
+
+
+async def test_the_default_cap_is_32_mib_and_a_declared_length_is_refused_unread(
+    huge: StartHuge, provider: OpenAIProvider
+) -> None:
+    server = await huge(MiB, declare=33 * MiB)
+    p = OpenAIProvider("m", base_url=server.url, api_key=KEY)
+    try:
+        with pytest.raises(
+            ResponseTooLarge, match=r"^openai: response body over 32 MiB \(--max-response-bytes\)$"
+        ):
+            await p.generate(ask())
+    finally:
+        await p.aclose()
+
+
+async def test_an_answer_at_the_cap_is_read_whole(huge: StartHuge) -> None:
+    server = await huge(65536)
+    body = (
+        len(b'{"choices": [{"index": 0, "message": {"content": "')
+        + 65536
+        + len(b'"}, "finish_reason": "stop"}]}')
+    )
+    exact = OpenAIProvider("m", base_url=server.url, connection=Connection(max_response_bytes=body))
+    short = OpenAIProvider(
+        "m", base_url=server.url, connection=Connection(max_response_bytes=body - 1)
+    )
+    try:
+        assert (await exact.generate(ask())).texts == ("x" * 65536,)
+        with pytest.raises(ResponseTooLarge, match=f"over {body - 1:,} bytes"):
+            await short.generate(ask())
+    finally:
+        await exact.aclose()
+        await short.aclose()
+
+
+async def test_batch_raw_posts_are_capped_too(huge: StartHuge) -> None:
+    server = await huge(4 * MiB)
+    provider = OpenAIProvider(
+        "m", base_url=server.url, connection=Connection(max_response_bytes=MiB)
+    )
+    try:
+        with pytest.raises(ResponseTooLarge):
+            await provider.post_json("/chat/completions", {"model": "m", "messages": []})
+    finally:
+        await provider.aclose()
+
+
+async def test_gemini_on_its_own_session_is_capped(huge: StartHuge) -> None:
+    server = await huge(256 * MiB, prefix="")
+    provider = GeminiProvider(
+        "g", base_url=server.url, connection=Connection(max_response_bytes=MiB)
+    )
+    try:
+        with pytest.raises(ResponseTooLarge, match=r"^gemini: response body over 1 MiB"):
+            await provider.generate(ask())
+    finally:
+        await provider.aclose()
+    assert await server.finished() < 32 * MiB
+
+
+@pytest.mark.parametrize("vendor", ["openai", "gemini"])
+async def test_the_api_embedders_are_capped_and_do_not_retry_it(
+    huge: StartHuge, vendor: str
+) -> None:
+    server = await huge(256 * MiB, prefix="/v1" if vendor == "openai" else "")
+    options = EmbedOptions(max_response_bytes=MiB, max_attempts=3, backoff_s=0.001)
+    embedder = (
+        OpenAIEmbedder("e", base_url=server.url, api_key=KEY, options=options)
+        if vendor == "openai"
+        else GeminiEmbedder("e", base_url=server.url, options=options)
+    )
+    with pytest.raises(ResponseTooLarge, match="response body over 1 MiB"):
+        await asyncio.to_thread(embedder.embed, ["a"])
+    assert await server.finished() < 32 * MiB
+    assert len(server.sent) == 1  # not retried
+
+
+@pytest.mark.parametrize("cap", [0, -1, 1.5, True])
+def test_a_cap_below_one_byte_is_a_config_error(cap: Any) -> None:
+    with pytest.raises(ConfigError, match="max_response_bytes"):
+        OpenAIProvider(
+            "m", base_url="http://127.0.0.1:9/v1", connection=Connection(max_response_bytes=cap)
+        )
