@@ -47,6 +47,16 @@ from ttc.engine._retry import RetryPolicy
 from ttc.engine._round import sample_seed
 from ttc.engine._rundir import items_sha256, matched_output_tokens
 from ttc.engine._runinfo import SIM_NOTE
+from ttc.engine._secrets import (
+    REDACTED,
+    URL_REDACTED,
+    redact,
+    redact_argv,
+    redact_json,
+    redact_url,
+    url_credentials,
+    withheld,
+)
 from ttc.engine._state import QuestionRecord, RoundStats, RunState
 from ttc.engine._tokens import MAX_RESPONSE_TOKENS, TokenEstimator, text_tokens, token_count
 from ttc.engine._types import (
@@ -91,7 +101,9 @@ __all__ = [
     "OPERATIONAL",
     "PRESETS",
     "PROVIDER_STOP",
+    "REDACTED",
     "SIM_NOTE",
+    "URL_REDACTED",
     "BadRequest",
     "CachingProvider",
     "Completion",
@@ -165,7 +177,13 @@ __all__ = [
     "read_events",
     "read_journal",
     "read_jsonl",
+    "redact",
+    "redact_argv",
+    "redact_json",
+    "redact_url",
     "sample_seed",
     "text_tokens",
     "token_count",
+    "url_credentials",
+    "withheld",
 ]

@@ -181,6 +181,7 @@ class Seen:
     path: str
     headers: dict[str, str]
     body: Any
+    query: str = ""
 
 
 @dataclass
@@ -198,7 +199,8 @@ class Loopback:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
-        seen = Seen(request.path, dict(request.headers), orjson.loads(raw) if raw else None)
+        body = orjson.loads(raw) if raw else None
+        seen = Seen(request.path, dict(request.headers), body, request.query_string)
         self.seen.append(seen)
         reply = self.script.pop(0) if self.script else self.default(seen)
         if reply.cut is not None:

@@ -41,7 +41,7 @@ import aiohttp
 import orjson
 
 from ttc.adapters.providers._capped import read_capped
-from ttc.adapters.providers._connection import Connection, check_provider
+from ttc.adapters.providers._connection import BaseURL, Connection, check_provider
 from ttc.adapters.providers._http import (
     OPENAI_BASE_URL,
     SIM_FINGERPRINT,
@@ -65,6 +65,7 @@ from ttc.engine import (
     Request,
     Transient,
     Usage,
+    redact_json,
 )
 
 __all__ = ["OpenAIProvider"]
@@ -77,7 +78,10 @@ class OpenAIProvider(Provider):
 
     The API key comes from `api_key`, else the environment variable `api_key_env` (a name: a
     value that looks like a key is a ConfigError that does not repeat it); only api.openai.com
-    insists on one. `endpoint` is the base URL requests go to, without a trailing slash.
+    insists on one. Credentials in `base_url` are sent as the server expects (`BaseURL`) and
+    never shown: `base_url` and `endpoint` (where requests go, without a trailing slash) hold
+    the URL without them, and the key and every URL credential are redacted from what the
+    server says (answers, messages, raw bodies), so an echoing server cannot get them written.
     `connection` says whose session carries the requests (see `Connection`; None: our own).
     `send_top_k` None sends top_k everywhere but api.openai.com, which rejects it. `extra_body`
     is merged into every request body last (e.g. vLLM's `chat_template_kwargs`).
@@ -102,7 +106,8 @@ class OpenAIProvider(Provider):
         self.name = name
         # True once a response shows it came from `ttc serve` (the offline simulator).
         self.simulated = False
-        self.base_url = base_url.rstrip("/")
+        self._base = BaseURL.parse(base_url)
+        self.base_url = self._base.shown
         # Where requests go, so that caches and resume checks tell a rehearsal from the vendor.
         self.endpoint = self.base_url
         is_openai = urlsplit(base_url).hostname == _OPENAI_HOST
@@ -111,15 +116,18 @@ class OpenAIProvider(Provider):
             where = f"set {api_key_env} or pass api_key" if api_key_env else "pass api_key"
             raise ConfigError(f"{name}: no API key for {_OPENAI_HOST}: {where}")
         self._key = key
+        self._secrets = ((key,) if key else ()) + self._base.secrets
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if key is not None:
+        if self._base.authorization is not None:
+            self._headers["Authorization"] = self._base.authorization
+        elif key is not None:
             self._headers["Authorization"] = f"Bearer {key}"
         self.send_top_k = (not is_openai) if send_top_k is None else send_top_k
         self.extra_body = dict(extra_body or {})
         self._connection = connection
         self._session = connection.session
         self._owns_session = connection.session is None
-        self._usage = UsageReader(name, key)
+        self._usage = UsageReader(name, self._secrets)
 
     def __repr__(self) -> str:
         return (
@@ -134,7 +142,7 @@ class OpenAIProvider(Provider):
             status, headers, raw = await self._send("/chat/completions", payload)
             if not 200 <= status < 300:
                 raise status_error(
-                    status, headers, loads_or_text(raw), who=self.name, secret=self._key
+                    status, headers, loads_or_text(raw), who=self.name, secret=self._secrets
                 )
             data = orjson.loads(raw)
         return self._completion(data, rate_info(headers), time.perf_counter() - start, request)
@@ -142,7 +150,8 @@ class OpenAIProvider(Provider):
     async def post_json(
         self, path: str, body: Mapping[str, Any]
     ) -> tuple[int, Any, RateInfo | None]:
-        """POSTs `body` to `base_url + path` as is, for batch tools.
+        """POSTs `body` to `base_url + path` as is, for batch tools; what comes back has the
+        key and the URL's credentials redacted from its strings.
 
         Raises RateLimited, Transient and Fatal exactly as `generate` does, including for a 2xx
         that is no answer: a body that is not a JSON object, or one with an `error` object, or,
@@ -158,11 +167,11 @@ class OpenAIProvider(Provider):
             if 200 <= status < 300:
                 data = orjson.loads(raw)
                 self._check_answer(path, data)
-                return status, data, rate
+                return status, redact_json(data, self._secrets), rate
             parsed = loads_or_text(raw)
-            error = status_error(status, headers, parsed, who=self.name, secret=self._key)
+            error = status_error(status, headers, parsed, who=self.name, secret=self._secrets)
             if isinstance(error, BadRequest):
-                return status, parsed, rate
+                return status, redact_json(parsed, self._secrets), rate
             raise error
 
     async def aclose(self) -> None:
@@ -183,7 +192,7 @@ class OpenAIProvider(Provider):
         the connection's cap (ResponseTooLarge past it)."""
         cap = self._connection.max_response_bytes
         async with self._client().post(
-            self.base_url + path, data=payload, headers=self._headers
+            self._base.url(path), data=payload, headers=self._headers
         ) as response:
             raw = await read_capped(response, cap, self.name)
             return response.status, response.headers, raw
@@ -198,7 +207,7 @@ class OpenAIProvider(Provider):
         except aiohttp.InvalidURL as exc:
             raise Fatal(f"{self.name}: invalid URL {self.base_url!r}") from exc
         except (aiohttp.ClientError, asyncio.IncompleteReadError, ConnectionError) as exc:
-            said = redact(str(exc), self._key)
+            said = redact(str(exc), self._secrets)
             raise Transient(f"{self.name}: {type(exc).__name__}: {said}") from exc
         except orjson.JSONDecodeError as exc:
             raise Transient(f"{self.name}: truncated body (not JSON): {exc}") from exc
@@ -237,7 +246,7 @@ class OpenAIProvider(Provider):
             problem = "an error in a 2xx body"
         else:
             return
-        said = error_message(data, self._key) if data.get("error") else ""
+        said = error_message(data, self._secrets) if data.get("error") else ""
         raise Transient(f"{self.name}: {problem}" + (f": {said}" if said else ""))
 
     def _completion(
@@ -252,8 +261,10 @@ class OpenAIProvider(Provider):
         try:
             ordered = sorted(enumerate(choices), key=_choice_order)
             answers = [_answer(choice) for _, choice in ordered]
-            texts = tuple(text for text, _ in answers)
-            reasons = tuple(reason for _, reason in answers)
+            # An echoing server must not get the key into the journal: every string it
+            # sends that is kept is redacted.
+            texts = tuple(redact(text, self._secrets) for text, _ in answers)
+            reasons = tuple(redact(reason, self._secrets) for _, reason in answers)
         except (AttributeError, TypeError, ValueError) as exc:
             raise Fatal(f"{self.name}: unreadable completion: {exc}") from exc
         return Completion(
@@ -261,7 +272,7 @@ class OpenAIProvider(Provider):
             usage=self._read_usage(data.get("usage", MISSING), request, texts),
             finish_reasons=reasons,
             latency_s=latency,
-            model=str(data.get("model") or self.model),
+            model=redact(str(data.get("model") or self.model), self._secrets),
             rate=rate,
         )
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from ttc.adapters.providers._http import redact
+from ttc.adapters.providers._http import Secrets, redact
 from ttc.engine import Message, text_tokens, token_count
 
 __all__ = ["MISSING", "UsageReader", "answer_tokens", "prompt_tokens"]
@@ -38,7 +38,7 @@ def answer_tokens(texts: Sequence[str]) -> int:
 class UsageReader:
     """One provider's reader of token counts; each field's first unknown value is logged."""
 
-    def __init__(self, who: str, secret: str | None) -> None:
+    def __init__(self, who: str, secret: Secrets) -> None:
         self.who = who
         self._secret = secret
         self._said: set[str] = set()
@@ -59,7 +59,7 @@ class UsageReader:
         return n
 
 
-def _shown(value: object, secret: str | None) -> str:
+def _shown(value: object, secret: Secrets) -> str:
     """A server's value as a log line may quote it: short, and never the key."""
     if value is MISSING:
         return "missing"

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ttc.engine import redact_argv
 from ttc.engine._limiter import Limiter
 from ttc.engine._retry import RetryPolicy
 from ttc.engine.cli._batchio import journal_path
@@ -105,7 +106,8 @@ async def cmd_batch(args: argparse.Namespace) -> int:
 
 def _resume_hint(args: argparse.Namespace) -> str:
     argv = getattr(args, "argv", None) or ["batch", str(args.input), "--out", str(args.out)]
-    return "ttc " + shlex.join([a for a in argv if a != "--resume"] + ["--resume"])
+    # A credential in --base-url is not printed: the user types it again.
+    return "ttc " + shlex.join([*redact_argv([a for a in argv if a != "--resume"]), "--resume"])
 
 
 class _CtrlC:

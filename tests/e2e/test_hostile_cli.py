@@ -5,6 +5,8 @@ an absurd Retry-After, a body over the cap, a server that echoes the key."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import itertools
 import os
 import sys
 from pathlib import Path
@@ -167,3 +169,113 @@ async def test_ttc_batch_records_a_huge_answer_as_an_error(tmp_path: Path, huge:
     assert "1 requests ended in an error" in out
     assert (tmp_path / "out.jsonl.journal").stat().st_size < 64 * 1024
     assert len(server.sent) == 1
+
+
+# ── a server that echoes the key ─────────────────────────────────────────────────────────────
+
+
+def secrets_in(tmp: Path, secrets: list[str], *texts: str) -> list[str]:
+    """Where any of `secrets` appears: files under `tmp` (run directories, the cache, batch
+    output and journal) and the captured `texts`."""
+    found = [f"printed: {s[:8]}..." for text in texts for s in secrets if s in text]
+    for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        found += [f"{path.relative_to(tmp)}: {s[:8]}..." for s in secrets if s.encode() in data]
+    return found
+
+
+CALLS = itertools.count(1)
+
+
+def echo(seen: Seen) -> Reply:
+    """Everything the server was sent that authenticates it, back in every string it answers;
+    one request in three is a 500 whose message quotes it (a retry, journaled)."""
+    said = f"auth={seen.headers.get('Authorization')} query={seen.query} key={KEY}"
+    if next(CALLS) % 3 == 0:
+        return Reply(500, {"error": {"message": f"internal error for {said}"}})
+    body = {
+        "model": said,
+        "choices": [{"index": 0, "message": {"content": f"the answer is 4. {said}"},
+                     "finish_reason": said}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+        said: said,
+    }  # fmt: skip
+    return Reply(body=body)
+
+
+async def test_ttc_run_writes_and_prints_no_key_a_server_echoes(
+    tmp_path: Path, loopback: StartLoopback
+) -> None:
+    server = await loopback(echo, "/v1")
+    # The cache on, the live line and the log lines on: everything that could be written.
+    run = ["--limit", "3", "--rounds", "2", "--embedder", "lexical", "--workers", "0",
+           "--max-attempts", "4", "--live", "--out", "r"]  # fmt: skip
+    code, out, err = await ttc(tmp_path, "run", *run, *openai(server.url))
+    assert code == 0, err
+    assert {s.headers["Authorization"] for s in server.seen} == {f"Bearer {KEY}"}
+    samples = [e for e in read_journal(tmp_path / "r" / "journal.jsonl") if e["ev"] == "sample"]
+    assert samples
+    assert all(e["ok"] and "auth=Bearer [redacted]" in e["text"] for e in samples)
+    assert (tmp_path / ".ttc-cache" / "responses.sqlite3").exists()
+    assert secrets_in(tmp_path, [KEY], out, err) == []
+
+
+async def test_ttc_batch_writes_and_prints_no_key_a_server_echoes(
+    tmp_path: Path, loopback: StartLoopback
+) -> None:
+    server = await loopback(echo, "/v1")
+    lines = [
+        {"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions",
+         "body": {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]}}
+        for i in range(5)
+    ]  # fmt: skip
+    (tmp_path / "in.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    batch = ["batch", "in.jsonl", "--out", "out.jsonl", "--base-url", server.url,
+             "--api-key-env", KEY_ENV, "--max-attempts", "1"]  # fmt: skip
+    code, out, err = await ttc(tmp_path, *batch)
+    assert code == 0, err
+    results = [orjson.loads(x) for x in (tmp_path / "out.jsonl").read_bytes().splitlines()]
+    answered = [r for r in results if r["response"]]
+    failed = [r for r in results if r["error"]]
+    assert answered
+    assert failed  # the 500s, their messages journaled
+    body = answered[0]["response"]["body"]
+    assert body["model"] == "auth=Bearer [redacted] query= key=[redacted]"
+    assert body[body["model"]] == body["model"]  # keys are redacted too
+    assert all("[redacted]" in r["error"]["message"] for r in failed)
+    assert secrets_in(tmp_path, [KEY], out, err) == []
+
+
+async def test_a_credential_in_base_url_is_sent_and_stored_without_it(
+    tmp_path: Path, loopback: StartLoopback
+) -> None:
+    server = await loopback(echo, "/v1")
+    password, token = "PaSsWoRd-0123456789", "QuErYkEy-0123456789"
+    basic = base64.b64encode(f"user:{password}".encode()).decode()
+    host = server.url.removeprefix("http://")
+    url = f"http://user:{password}@{host}?api-key={token}&x=1"
+    # With a key too: the URL's user:password takes its place, as in httpx and the OpenAI SDK.
+    run = [*RUN, "--out", "r", "--max-attempts", "1", *openai(url)]
+    code, out, err = await ttc(tmp_path, "run", *run)
+    assert code == 0, err
+    # Sent as the server expects: user:password as Basic auth, the query on every request.
+    assert {s.headers["Authorization"] for s in server.seen} == {f"Basic {basic}"}
+    assert {s.query for s in server.seen} == {f"api-key={token}&x=1"}
+    config = load(tmp_path / "r" / "config.json")
+    shown = f"http://REDACTED@{host}?api-key=REDACTED&x=1"
+    assert config["endpoint"] == shown
+    assert shown in config["invocation"]["argv"]
+    secrets = [password, token, basic, KEY]
+    assert secrets_in(tmp_path, secrets, out, err) == []
+    # A resume cannot send what was not stored: it asks for the URL again, in one line.
+    code, out, err = await ttc(tmp_path, "resume", "r")
+    assert code == 2
+    assert err.strip() == (
+        "ttc: error: --base-url: the run's URL held a credential, which is never stored; "
+        "give it again: ttc resume r --base-url URL"
+    )
+    requests = len(server.seen)
+    code, out, err = await ttc(tmp_path, "resume", "r", "--base-url", url, "--max-attempts", "9")
+    assert code == 0, err
+    assert len(server.seen) > requests  # the failed samples (the 500s) are sent again
+    assert secrets_in(tmp_path, secrets, out, err) == []

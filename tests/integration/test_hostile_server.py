@@ -4,6 +4,7 @@ Retry-After, a body far over the cap, a server that echoes the key, usage that i
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -280,3 +281,102 @@ def test_a_cap_below_one_byte_is_a_config_error(cap: Any) -> None:
         OpenAIProvider(
             "m", base_url="http://127.0.0.1:9/v1", connection=Connection(max_response_bytes=cap)
         )
+
+
+# ── a server that echoes the key ─────────────────────────────────────────────────────────────
+
+
+def echo(seen: Seen) -> Reply:
+    said = f"auth={seen.headers.get('Authorization')} goog={seen.headers.get('x-goog-api-key')}"
+    choice = {"index": 0, "message": {"content": said, "refusal": said}, "finish_reason": said}
+    return Reply(body={"model": said, "choices": [choice], said: {"nested": [said]}})
+
+
+async def test_every_string_of_an_echoed_answer_is_redacted(
+    server: Loopback, provider: OpenAIProvider
+) -> None:
+    server.default = echo
+    completion = await provider.generate(ask())
+    assert completion.texts == ("auth=Bearer [redacted] goog=None",)
+    assert completion.finish_reasons == completion.texts
+    assert completion.model == completion.texts[0]
+    status, body, _ = await provider.post_json("/chat/completions", {"model": "m"})
+    assert status == 200
+    assert KEY not in repr(body)
+    assert body["auth=Bearer [redacted] goog=None"] == {
+        "nested": ["auth=Bearer [redacted] goog=None"]
+    }
+    server.default = lambda seen: Reply(400, {"error": {"message": f"bad key {KEY}"}})
+    status, body, _ = await provider.post_json("/chat/completions", {"model": "m"})
+    assert (status, body) == (400, {"error": {"message": "bad key [redacted]"}})
+
+
+async def test_a_credential_in_the_base_url_is_sent_and_never_shown(server: Loopback) -> None:
+    server.default = echo
+    password = "PaSsWoRd-0123456789"
+    basic = base64.b64encode(f"me:{password}".encode()).decode()
+    host = server.url.removeprefix("http://")
+    url = f"http://me:{password}@{host}/?api_key=QKEY-0123&x=1"
+    provider = OpenAIProvider("m", base_url=url, api_key=KEY)
+    try:
+        completion = await provider.generate(ask())
+    finally:
+        await provider.aclose()
+    seen = server.seen[0]
+    assert (seen.path, seen.query) == ("/v1/chat/completions", "api_key=QKEY-0123&x=1")
+    assert seen.headers["Authorization"] == f"Basic {basic}"  # in place of the bearer key
+    assert completion.texts == ("auth=Basic [redacted] goog=None",)
+    shown = f"http://REDACTED@{host}/?api_key=REDACTED&x=1"
+    assert provider.base_url == provider.endpoint == shown
+    assert password not in repr(provider)
+
+
+async def test_gemini_redacts_the_key_it_sends_and_takes_a_key_from_the_url(
+    loopback: StartLoopback,
+) -> None:
+    server = await loopback(
+        lambda seen: Reply(
+            body={"candidates": [{"index": 0, "content": {"role": "model", "parts": [
+                {"text": f"goog={seen.headers.get('x-goog-api-key')} q={seen.query}"}]}}],
+                "modelVersion": f"v {seen.headers.get('x-goog-api-key')}"}
+        ),
+        "",
+    )  # fmt: skip
+    provider = GeminiProvider("g", base_url=f"{server.url}?key=AIza-url-0123456789&alt=json")
+    try:
+        completion = await provider.generate(ask())
+    finally:
+        await provider.aclose()
+    assert server.seen[0].headers["x-goog-api-key"] == "AIza-url-0123456789"
+    assert completion.texts == ("goog=[redacted] q=alt=json",)
+    assert completion.model == "v [redacted]"
+    assert provider.endpoint == f"{server.url}?key=REDACTED&alt=json"
+
+
+def test_the_embedders_show_their_url_without_its_credentials() -> None:
+    url = "http://me:PaSsWoRd-0123@127.0.0.1:9/v1?key=QKEY-0123"
+    for embedder in (OpenAIEmbedder("e", base_url=url), GeminiEmbedder("e", base_url=url)):
+        assert "PaSsWoRd" not in repr(embedder)
+        assert "QKEY" not in repr(embedder)
+
+
+@pytest.mark.parametrize("url", ["http://me:PaSsWoRd-0123@[::1/v1", "ftp://me:PaSsWoRd-0123@h/v1"])
+def test_a_bad_base_url_is_refused_without_its_credentials(url: str) -> None:
+    with pytest.raises(ConfigError, match="base_url must be an http") as caught:
+        OpenAIProvider("m", base_url=url)
+    assert "PaSsWoRd" not in str(caught.value)
+
+
+async def test_gemini_sends_user_and_password_of_its_url_as_basic_auth(
+    loopback: StartLoopback,
+) -> None:
+    server = await loopback(lambda seen: gemini_reply(None), "")
+    host = server.url.removeprefix("http://")
+    provider = GeminiProvider("g", base_url=f"http://me:PaSsWoRd-0123@{host}")
+    try:
+        await provider.generate(ask())
+    finally:
+        await provider.aclose()
+    basic = base64.b64encode(b"me:PaSsWoRd-0123").decode()
+    assert server.seen[0].headers["Authorization"] == f"Basic {basic}"
+    assert provider.endpoint == f"http://REDACTED@{host}"
