@@ -180,13 +180,17 @@ def check_same_run(before: dict[str, Any], now: dict[str, Any], out: Path | None
             )
     # Runs made before endpoints were recorded have none: nothing to compare. Those made before
     # credentials were redacted may hold them: compared, and quoted, without.
-    old_end, new_end = (redact_url(e) if isinstance(e, str) else e
-                        for e in (before.get("endpoint"), now["endpoint"]))  # fmt: skip
+    old_end, new_end = _shown(before.get("endpoint")), _shown(now["endpoint"])
     if "endpoint" in before and old_end != new_end:
         raise ConfigError(
             f"--base-url: the run in {out} was sent to "
             f"{old_end!r}, not {new_end!r}; a resumed run must match"
         )
+
+
+def _shown(endpoint: Any) -> Any:
+    """An endpoint as it may be quoted: without the credentials of its URL."""
+    return redact_url(endpoint) if isinstance(endpoint, str) else endpoint
 
 
 def prepare_rundir(

@@ -3,8 +3,8 @@
 A base URL may carry credentials (`http://user:password@host/v1`, `...?key=...`): `BaseURL`
 sends them as a server expects (user:password as an HTTP Basic Authorization header, which then
 takes the place of a bearer key, as in httpx and the official OpenAI client; a query kept on
-every request URL) and
-shows the URL without them (`ttc.engine.redact_url`) wherever it is written or printed.
+every request URL) and shows the URL without them (`ttc.engine.redact_url`) wherever it is
+written or printed.
 """
 
 from __future__ import annotations

@@ -204,8 +204,9 @@ class OpenAIProvider(Provider):
             yield
         except ProviderError:
             raise
-        except aiohttp.InvalidURL as exc:
-            raise Fatal(f"{self.name}: invalid URL {self.base_url!r}") from exc
+        except aiohttp.InvalidURL:
+            # `from None`: aiohttp's message quotes the URL with the credentials of its query.
+            raise Fatal(f"{self.name}: invalid URL {self.base_url!r}") from None
         except (aiohttp.ClientError, asyncio.IncompleteReadError, ConnectionError) as exc:
             said = redact(str(exc), self._secrets)
             raise Transient(f"{self.name}: {type(exc).__name__}: {said}") from exc
