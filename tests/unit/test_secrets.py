@@ -85,3 +85,15 @@ def test_redact_argv_takes_out_url_credentials_in_both_flag_forms() -> None:
     assert redact_argv(argv) == ["run", "--base-url", "http://REDACTED@h/v1",
                                  "--embed-base-url=http://h?key=REDACTED",
                                  "--data", "a=b.jsonl"]  # fmt: skip
+
+
+def test_a_resume_check_compares_and_quotes_endpoints_without_credentials() -> None:
+    from ttc.engine import ConfigError, RunConfig
+    from ttc.engine._runinfo import check_same_run
+
+    now = {"config": RunConfig().to_dict(), "endpoint": "http://REDACTED@h/v1"}
+    # A run directory written before credentials were redacted holds the URL as typed.
+    check_same_run({**now, "endpoint": "http://me:pw-0123456789@h/v1"}, now, None)
+    with pytest.raises(ConfigError, match="--base-url") as caught:
+        check_same_run({**now, "endpoint": "http://me:pw-0123456789@other/v1"}, now, None)
+    assert "pw-0123456789" not in str(caught.value)
