@@ -13,6 +13,7 @@ from ttc.engine._errors import (
     Fatal,
     ProviderError,
     RateLimited,
+    ResponseTooLarge,
     Transient,
     TtcError,
     WriteError,
@@ -46,8 +47,18 @@ from ttc.engine._retry import RetryPolicy
 from ttc.engine._round import sample_seed
 from ttc.engine._rundir import items_sha256, matched_output_tokens
 from ttc.engine._runinfo import SIM_NOTE
+from ttc.engine._secrets import (
+    REDACTED,
+    URL_REDACTED,
+    redact,
+    redact_argv,
+    redact_json,
+    redact_url,
+    url_credentials,
+    withheld,
+)
 from ttc.engine._state import QuestionRecord, RoundStats, RunState
-from ttc.engine._tokens import TokenEstimator
+from ttc.engine._tokens import MAX_RESPONSE_TOKENS, TokenEstimator, text_tokens, token_count
 from ttc.engine._types import (
     Completion,
     Demo,
@@ -84,12 +95,15 @@ from ttc.engine.strategy import (
 __all__ = [
     "FAILURE_STREAK",
     "JUDGES",
+    "MAX_RESPONSE_TOKENS",
     "METHODS",
     "NEIGHBOUR_MODES",
     "OPERATIONAL",
     "PRESETS",
     "PROVIDER_STOP",
+    "REDACTED",
     "SIM_NOTE",
+    "URL_REDACTED",
     "BadRequest",
     "CachingProvider",
     "Completion",
@@ -126,6 +140,7 @@ __all__ = [
     "Rated",
     "Request",
     "ResponseCache",
+    "ResponseTooLarge",
     "Retried",
     "RetryPolicy",
     "RewardModel",
@@ -162,5 +177,13 @@ __all__ = [
     "read_events",
     "read_journal",
     "read_jsonl",
+    "redact",
+    "redact_argv",
+    "redact_json",
+    "redact_url",
     "sample_seed",
+    "text_tokens",
+    "token_count",
+    "url_credentials",
+    "withheld",
 ]

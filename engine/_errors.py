@@ -7,6 +7,7 @@
         ├── RateLimited      429 / quota: retry, no sooner than `retry_after`
         ├── Transient        5xx, reset, timeout, truncated body: retry with backoff
         ├── BadRequest       the request itself is wrong: do not retry this request
+        │   └── ResponseTooLarge  its answer is over the response cap: it would be again
         └── Fatal            auth, unknown model, garbage from the provider: do not retry;
                              `stops_run` when the account itself is refused (key, quota)
 
@@ -69,6 +70,13 @@ class BadRequest(ProviderError):
     """The provider rejected this request as malformed; retrying it would fail the same way."""
 
     kind = "bad_request"
+
+
+class ResponseTooLarge(BadRequest):
+    """The response body is over the cap on what is read (`--max-response-bytes`). The reading
+    stopped at the cap, so nothing beyond it was held; asking again would bring as much again."""
+
+    kind = "too_large"
 
 
 class Fatal(ProviderError):

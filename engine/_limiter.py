@@ -23,9 +23,11 @@ bucket a burst of `headroom` of a minute's tokens: any window then holds at most
   cut are the same episode and do not cut again.
 - Limits the server announces (`x-ratelimit-limit-*`, parsed into `RateInfo` by the adapter)
   start the buckets when none were configured and lower them when they are stricter. A response
-  saying nothing is left (`remaining` 0) closes the gate until its reset time; a refused request
-  waits at least its retry-after before its own retry (the retry policy). Nothing ever sleeps
-  for everyone: in-flight requests are never held, and waits are timers on futures.
+  saying nothing is left (`remaining` 0) closes the gate until its reset time, for at most
+  `MAX_RETRY_AFTER_S` (60 s: a reset announced for next year is not waited for); a refused
+  request waits at least its retry-after before its own retry (the retry policy, with the same
+  cap). Nothing ever sleeps for everyone: in-flight requests are never held, and waits are timers
+  on futures.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from collections.abc import AsyncIterator
 from aiolimiter import AsyncLimiter
 
 from ttc.engine._errors import ConfigError
+from ttc.engine._retry import MAX_RETRY_AFTER_S
 from ttc.engine._types import RateInfo
 
 Ticket = int
@@ -312,9 +315,11 @@ class Limiter:
             self.defer(rate.reset_tokens_s)
 
     def defer(self, seconds: float) -> None:
-        """Close the gate to new slots for `seconds` from now; never moves the gate earlier."""
+        """Close the gate to new slots for `seconds` from now, at most MAX_RETRY_AFTER_S; never
+        moves the gate earlier."""
         if not seconds > 0:
             return
+        seconds = min(seconds, MAX_RETRY_AFTER_S)
         loop = asyncio.get_running_loop()
         until = loop.time() + seconds
         if until <= self._gate_until:

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 
 from ttc.engine._errors import ConfigError, WriteError
+from ttc.engine._secrets import redact_argv
 
 __all__ = ["LOCK_NAME", "RunLock"]
 
@@ -55,7 +56,8 @@ class RunLock:
         self._fd = fd
         # Who holds it, for the refusal of a second writer; best effort (a full disk must not
         # keep a run from starting: the lock is the flock, not this text).
-        me = f"pid {os.getpid()}: {' '.join(sys.argv)[:300]}\n".encode()
+        # The command line without the credentials of its URLs: it is written, and printed.
+        me = f"pid {os.getpid()}: {' '.join(redact_argv(sys.argv))[:300]}\n".encode()
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, me, 0)

@@ -17,6 +17,7 @@ from ttc.engine._config import FLAGS, OPERATIONAL, RunConfig
 from ttc.engine._errors import ConfigError
 from ttc.engine._journal import Landed, SampleKey, completed_samples
 from ttc.engine._rundir import RunDir, items_sha256
+from ttc.engine._secrets import redact_argv, redact_url
 from ttc.engine._state import RunState
 from ttc.engine._types import Item, Provider, Suite, Usage
 from ttc.engine.strategy._strategy import Strategy
@@ -49,6 +50,7 @@ class RunParts:
         """config.json: everything a resumed run must match, and how the run was asked for."""
         from ttc import __version__
 
+        endpoint = self.provider.endpoint
         return {
             "config": self.config.to_dict(),
             "strategy": self.strategy.describe(),
@@ -56,12 +58,12 @@ class RunParts:
             "provider": self.provider.name,
             "model": self.provider.model,
             # Where the provider sends (None for in-process ones): a rehearsal server and the
-            # vendor answer the same model name differently.
-            "endpoint": self.provider.endpoint,
+            # vendor answer the same model name differently. Never with its credentials.
+            "endpoint": None if endpoint is None else redact_url(endpoint),
             "suite": self.suite.name,
             "items": len(items),
             "items_sha256": items_sha256(items),
-            "invocation": self.invocation,
+            "invocation": _without_credentials(self.invocation),
             "ttc_version": __version__,
         }
 
@@ -109,6 +111,13 @@ class RunParts:
             extra["simulated"] = True
             extra["note"] = SIM_NOTE
         return extra
+
+
+def _without_credentials(invocation: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The invocation with every URL credential of its command line redacted."""
+    if invocation is None or not isinstance(invocation.get("argv"), list):
+        return invocation
+    return {**invocation, "argv": redact_argv([str(a) for a in invocation["argv"]])}
 
 
 def judge_stats(state: RunState, retries: int) -> dict[str, Any]:
@@ -169,12 +178,19 @@ def check_same_run(before: dict[str, Any], now: dict[str, Any], out: Path | None
                 f"--resume: the run in {out} had a different {key} "
                 f"({before.get(key)!r}, now {now.get(key)!r})"
             )
-    # Runs made before endpoints were recorded have none: nothing to compare.
-    if "endpoint" in before and before["endpoint"] != now["endpoint"]:
+    # Runs made before endpoints were recorded have none: nothing to compare. Those made before
+    # credentials were redacted may hold them: compared, and quoted, without.
+    old_end, new_end = _shown(before.get("endpoint")), _shown(now["endpoint"])
+    if "endpoint" in before and old_end != new_end:
         raise ConfigError(
             f"--base-url: the run in {out} was sent to "
-            f"{before['endpoint']!r}, not {now['endpoint']!r}; a resumed run must match"
+            f"{old_end!r}, not {new_end!r}; a resumed run must match"
         )
+
+
+def _shown(endpoint: Any) -> Any:
+    """An endpoint as it may be quoted: without the credentials of its URL."""
+    return redact_url(endpoint) if isinstance(endpoint, str) else endpoint
 
 
 def prepare_rundir(

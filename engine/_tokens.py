@@ -6,6 +6,11 @@ prompt's characters / 4 (about four characters a token in English and code), plu
 its output cap if it has one, else the running mean of the outputs seen so far (thinking
 included: both are billed as output). The first requests, before any output has been seen, guess
 `first_output` tokens.
+
+A server's usage is only believed when it is a token count (`token_count`): an int, not a bool,
+from 0 to `MAX_RESPONSE_TOKENS`. Anything else (negative, a float, a string, null, ten million
+tokens for one response) is unknown, and the adapter estimates it from the text as this estimator
+does (`text_tokens`), so that token totals and cost stay >= 0 and budgets keep counting.
 """
 
 from __future__ import annotations
@@ -14,9 +19,32 @@ import math
 
 from ttc.engine._types import Usage
 
-__all__ = ["CHARS_PER_TOKEN", "TokenEstimator", "billed"]
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "MAX_RESPONSE_TOKENS",
+    "TokenEstimator",
+    "billed",
+    "text_tokens",
+    "token_count",
+]
 
 CHARS_PER_TOKEN = 4
+# No real response is billed this many tokens: the largest context windows hold about 2 million,
+# and the largest outputs (65,536 tokens) times a generous n stay below it.
+MAX_RESPONSE_TOKENS = 10_000_000
+
+
+def token_count(value: object) -> int | None:
+    """`value` if it is a token count a server can mean (an int, not a bool, from 0 to
+    MAX_RESPONSE_TOKENS), else None: unknown."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 <= value <= MAX_RESPONSE_TOKENS else None
+
+
+def text_tokens(chars: int) -> int:
+    """Tokens of `chars` characters of text, as the estimator counts them."""
+    return max(0, chars) // CHARS_PER_TOKEN
 
 
 def billed(usage: Usage) -> int:
@@ -37,7 +65,7 @@ class TokenEstimator:
 
     def prompt(self, chars: int) -> int:
         """Tokens of a prompt (or any input) of `chars` characters."""
-        return chars // CHARS_PER_TOKEN
+        return text_tokens(chars)
 
     def estimate(self, prompt_chars: int, *, cap: int | None = None, n: int = 1) -> int:
         """Tokens of a request whose prompt has `prompt_chars` characters, for `n` samples of at

@@ -8,7 +8,16 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 from aiohttp import web
-from fakes import FakeClock, Loopback, Reply, ScriptedProvider, Seen, StartLoopback
+from fakes import (
+    FakeClock,
+    HugeServer,
+    Loopback,
+    Reply,
+    ScriptedProvider,
+    Seen,
+    StartHuge,
+    StartLoopback,
+)
 
 
 @pytest.fixture
@@ -32,6 +41,23 @@ async def loopback() -> AsyncIterator[StartLoopback]:
 
     async def start(default: Callable[[Seen], Reply], prefix: str = "") -> Loopback:
         server = Loopback(default)
+        runners.append(await server.start(prefix))
+        return server
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def huge() -> AsyncIterator[StartHuge]:
+    """Starts servers that answer hugely (`HugeServer`); all of them stop when the test ends."""
+    runners: list[web.AppRunner] = []
+
+    async def start(
+        size: int, *, status: int = 200, declare: int | None = None, prefix: str = "/v1"
+    ) -> HugeServer:
+        server = HugeServer(size, status, declare)
         runners.append(await server.start(prefix))
         return server
 

@@ -181,6 +181,7 @@ class Seen:
     path: str
     headers: dict[str, str]
     body: Any
+    query: str = ""
 
 
 @dataclass
@@ -198,7 +199,8 @@ class Loopback:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
-        seen = Seen(request.path, dict(request.headers), orjson.loads(raw) if raw else None)
+        body = orjson.loads(raw) if raw else None
+        seen = Seen(request.path, dict(request.headers), body, request.query_string)
         self.seen.append(seen)
         reply = self.script.pop(0) if self.script else self.default(seen)
         if reply.cut is not None:
@@ -228,3 +230,60 @@ class Loopback:
 
 StartLoopback = Callable[[Callable[[Seen], Reply], str], Awaitable[Loopback]]
 """The `loopback` fixture: starts a server with its default reply and the prefix of its `url`."""
+
+
+@dataclass
+class HugeServer:
+    """A server on 127.0.0.1 whose every answer is a chat completion of `size` bytes of text,
+    written in 64 KiB chunks (no Content-Length, unless `declare` says one), with `status`.
+
+    `sent` records, per request, how many bytes of text it managed to write before the client
+    hung up: what a client that stops reading at its cap lets through. `finished()` waits for
+    the next request's record.
+    """
+
+    size: int
+    status: int = 200
+    declare: int | None = None
+    sent: list[int] = field(default_factory=list)
+    url: str = ""
+    _done: asyncio.Queue[int] = field(default_factory=asyncio.Queue)
+
+    async def finished(self) -> int:
+        """The bytes of text the next request to end was sent."""
+        return await self._done.get()
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        await request.read()
+        response = web.StreamResponse(status=self.status)
+        response.content_type = "application/json"
+        if self.declare is not None:
+            response.content_length = self.declare
+        await response.prepare(request)
+        chunk, sent = b"x" * 65536, 0
+        try:
+            await response.write(b'{"choices": [{"index": 0, "message": {"content": "')
+            while sent < self.size:
+                await response.write(chunk)
+                sent += len(chunk)
+            await response.write(b'"}, "finish_reason": "stop"}]}')
+        except ConnectionError:
+            pass  # the client stopped reading and closed the connection
+        finally:
+            self.sent.append(sent)
+            self._done.put_nowait(sent)
+        return response
+
+    async def start(self, prefix: str = "") -> web.AppRunner:
+        """Serves every path on a free port of 127.0.0.1; the caller cleans the runner up."""
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}{prefix}"
+        return runner
+
+
+StartHuge = Callable[..., Awaitable[HugeServer]]
+"""The `huge` fixture: starts a HugeServer with its size (and status, declare, prefix)."""

@@ -17,23 +17,20 @@ _log = logging.getLogger(__name__)
 
 
 def make_embedder(
-    name: str, *, log: logging.Logger | None = None, base_url: str | None = None
+    name: str,
+    *,
+    log: logging.Logger | None = None,
+    base_url: str | None = None,
+    max_response_bytes: int | None = None,
 ) -> Embedder:
     """The embedder for `--embedder NAME`; "auto" falls back to lexical, with a warning.
 
-    `base_url` points the API embedders at another server (e.g. `ttc serve`).
+    `base_url` points the API embedders at another server (e.g. `ttc serve`);
+    `max_response_bytes` caps their response bodies (None: 32 MiB).
     """
     vendor, _, model = name.partition(":")
-    if vendor == "openai":
-        from ttc.adapters.embedders._remote_embed import OpenAIEmbedder
-
-        if base_url is None:
-            return OpenAIEmbedder(model or "text-embedding-3-small")
-        return OpenAIEmbedder(model or "text-embedding-3-small", base_url=base_url)
-    if vendor == "gemini":
-        from ttc.adapters.embedders._remote_embed import GeminiEmbedder
-
-        return GeminiEmbedder(model or "gemini-embedding-001", base_url=base_url)
+    if vendor in ("openai", "gemini"):
+        return _remote(vendor, model, base_url, max_response_bytes)
     if name == "lexical":
         return LexicalEmbedder()
     if name == "minilm":
@@ -55,3 +52,20 @@ def make_embedder(
     raise ConfigError(
         f"--embedder: unknown embedder {name!r}; choose one of {', '.join(EMBEDDERS)}"
     )
+
+
+def _remote(
+    vendor: str, model: str, base_url: str | None, max_response_bytes: int | None
+) -> Embedder:
+    """An API embedder: `openai` or `gemini`, its model (empty: the vendor's default)."""
+    from ttc.adapters.embedders._remote_embed import EmbedOptions, GeminiEmbedder, OpenAIEmbedder
+
+    options = EmbedOptions()
+    if max_response_bytes is not None:
+        options = EmbedOptions(max_response_bytes=max_response_bytes)
+    if vendor == "gemini":
+        return GeminiEmbedder(model or "gemini-embedding-001", base_url=base_url, options=options)
+    model = model or "text-embedding-3-small"
+    if base_url is None:
+        return OpenAIEmbedder(model, options=options)
+    return OpenAIEmbedder(model, base_url=base_url, options=options)

@@ -13,8 +13,13 @@ embedder's thread and capped at a minute. Failures become the engine's error tre
       google.genai.errors.APIError)                         as `status_error` says
     connection errors and timeouts
       (openai.APIConnectionError, httpx2.TransportError)    Transient
+    a body over `max_response_bytes` (read no further)      ResponseTooLarge (a BadRequest)
     a truncated or non-JSON body                            Transient
     a response of the wrong shape or count                  Fatal
+
+Both SDKs send on an httpx2 client of ours (`capped_http_client`) that reads every body in
+chunks up to the cap. `base_url` is shown (repr, messages) without its credentials, and the key
+and the URL's credentials are redacted from every message quoted.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ttc.adapters.providers._capped import MAX_RESPONSE_BYTES, capped_http_client, check_cap
 from ttc.adapters.providers._gemini import GEMINI_KEY_ENVS, gemini_errors
 from ttc.adapters.providers._http import (
     OPENAI_BASE_URL,
@@ -40,7 +46,15 @@ from ttc.adapters.providers._http import (
     require_env_name,
     status_error,
 )
-from ttc.engine import ConfigError, Fatal, FloatArray, ProviderError, RetryPolicy, Transient
+from ttc.engine import (
+    ConfigError,
+    Fatal,
+    FloatArray,
+    ProviderError,
+    RetryPolicy,
+    Transient,
+    url_credentials,
+)
 
 if TYPE_CHECKING:
     import openai
@@ -62,14 +76,15 @@ _MAX_DELAY_S = 60.0
 @dataclass(frozen=True, slots=True)
 class EmbedOptions:
     """How a remote embedder sends: texts per request (None: the vendor's default), the vector
-    size to ask for (None: the model's own), attempts per batch, the first backoff, and each
-    request's timeout."""
+    size to ask for (None: the model's own), attempts per batch, the first backoff, each
+    request's timeout, and the cap on a response body."""
 
     batch_size: int | None = None
     dim: int | None = None
     max_attempts: int = 4
     backoff_s: float = 1.0
     timeout_s: float = 120.0
+    max_response_bytes: int = MAX_RESPONSE_BYTES
 
 
 def _http_transport_errors() -> tuple[type[Exception], ...]:
@@ -99,6 +114,8 @@ class _RemoteEmbedder:
         self.max_attempts = max_attempts
         self.backoff_s = options.backoff_s
         self.timeout_s = options.timeout_s
+        check_cap(options.max_response_bytes, self.name)
+        self.max_response_bytes = options.max_response_bytes
         # No jitter: one thread embeds, so there is no crowd of retries to spread out.
         self._retry = RetryPolicy(
             max_attempts=max_attempts,
@@ -188,13 +205,16 @@ class OpenAIEmbedder(_RemoteEmbedder):
         super().__init__(options or EmbedOptions(), default_batch_size=256)
         require_env_name(api_key_env, f"{self.name}: api_key_env")
         self.model = model
-        self.base_url = base_url.rstrip("/")
-        is_openai = self.base_url == OPENAI_BASE_URL
+        self._sdk_url = base_url.rstrip("/")
+        shown, url_secrets = url_credentials(self._sdk_url)
+        self.base_url = shown
+        is_openai = self._sdk_url == OPENAI_BASE_URL
         key = api_key_from(api_key, [api_key_env] if api_key_env else [])
         if key is None and is_openai:
             where = f"set {api_key_env} or pass api_key" if api_key_env else "pass api_key"
             raise ConfigError(f"{self.name}: no API key: {where}")
         self._key = key
+        self._secrets = ((key,) if key else ()) + url_secrets
         if self._dim is None and is_openai:
             self._dim = _KNOWN_DIMS.get(model)
         self._client: openai.OpenAI | None = None
@@ -226,9 +246,10 @@ class OpenAIEmbedder(_RemoteEmbedder):
                 # A keyless local server ignores the bearer token, but the SDK insists on one.
                 self._client = openai.OpenAI(
                     api_key=self._key or "no-key",
-                    base_url=self.base_url,
+                    base_url=self._sdk_url,
                     max_retries=0,
                     timeout=self.timeout_s,
+                    http_client=capped_http_client(self.max_response_bytes, self.name),
                 )
             return self._client
 
@@ -247,13 +268,13 @@ class OpenAIEmbedder(_RemoteEmbedder):
                 exc.response.headers,
                 exc.body,
                 who=self.name,
-                secret=self._key,
+                secret=self._secrets,
             ) from None
         except openai.APIConnectionError as exc:
-            said = redact(str(exc), self._key)
+            said = redact(str(exc), self._secrets)
             raise Transient(f"{self.name}: {type(exc).__name__}: {said}") from exc
         except openai.APIResponseValidationError as exc:
-            said = redact(str(exc), self._key)
+            said = redact(str(exc), self._secrets)
             raise Fatal(f"{self.name}: unreadable response: {said}") from exc
         except json.JSONDecodeError as exc:
             raise Transient(f"{self.name}: truncated body (not JSON): {exc}") from exc
@@ -288,10 +309,13 @@ class GeminiEmbedder(_RemoteEmbedder):
         if key is None and not (base_url is not None and is_local_url(base_url)):
             raise ConfigError(f"{self.name}: no API key: set {' or '.join(envs)} or pass api_key")
         self.model = model
-        self.base_url = base_url
+        self._sdk_url = base_url
+        shown, url_secrets = url_credentials(base_url) if base_url else (None, ())
+        self.base_url = shown
         self.api_version = api_version
         self.task_type = task_type
         self._key = key
+        self._secrets = ((key,) if key else ()) + url_secrets
         if self._dim is None and base_url is None:
             self._dim = _KNOWN_DIMS.get(model)
         self._client: genai.Client | None = None
@@ -319,10 +343,11 @@ class GeminiEmbedder(_RemoteEmbedder):
                 from google.genai import types
 
                 options = types.HttpOptions(
-                    base_url=self.base_url,
+                    base_url=self._sdk_url,
                     api_version=self.api_version,
                     timeout=round(self.timeout_s * 1000),
                     retry_options=types.HttpRetryOptions(attempts=1),
+                    httpx_client=capped_http_client(self.max_response_bytes, self.name),
                 )
                 self._client = genai.Client(
                     vertexai=False, api_key=self._key or "no-key", http_options=options
@@ -330,4 +355,4 @@ class GeminiEmbedder(_RemoteEmbedder):
             return self._client
 
     def _translate(self) -> AbstractContextManager[None]:
-        return gemini_errors(self.name, self._key, _http_transport_errors())
+        return gemini_errors(self.name, self._secrets, _http_transport_errors())

@@ -17,6 +17,8 @@ tree in `_translate`, with statuses mapped by `ttc.adapters.providers._http.stat
     APIError 408, 409, 5xx (ServerError)                    Transient
     APIError 400, 404 and other 4xx (ClientError)           BadRequest (server's message)
     aiohttp.ClientError, IncompleteReadError, resets        Transient
+    a body over the cap (Connection.max_response_bytes),
+      on a session the provider opened (see `_capped`)      ResponseTooLarge (a BadRequest)
     a truncated or non-JSON body (JSONDecodeError)          Transient
     a response the SDK cannot validate                      Fatal
     no candidates                                           Transient("empty candidates")
@@ -24,6 +26,12 @@ tree in `_translate`, with statuses mapped by `ttc.adapters.providers._http.stat
 
 A response whose `modelVersion` ends in `SIM_MODEL_SUFFIX` came from `ttc serve`'s offline
 simulator: the provider then says so in `simulated`, as the OpenAI one does.
+
+Usage: Gemini's JSON leaves out counts that are 0, so a missing count is 0, except the prompt's
+(never 0) and the answer's when there is answer text: those are unknown, as is a negative or
+absurd count, and are estimated from the text (`ttc.adapters.providers._usage`), the response
+kept. A count that is not an integer at all never reaches us: the SDK's pydantic model refuses
+the whole response (Fatal, "unreadable response").
 """
 
 from __future__ import annotations
@@ -34,18 +42,21 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote_plus
 
 import aiohttp
 
-from ttc.adapters.providers._connection import Connection, check_provider
+from ttc.adapters.providers._connection import BaseURL, Connection, check_provider
 from ttc.adapters.providers._http import (
     SIM_MODEL_SUFFIX,
+    Secrets,
     api_key_from,
     is_local_url,
     redact,
     require_env_name,
     status_error,
 )
+from ttc.adapters.providers._usage import MISSING, UsageReader, answer_tokens, prompt_tokens
 from ttc.engine import (
     BadRequest,
     Completion,
@@ -57,6 +68,7 @@ from ttc.engine import (
     Request,
     Transient,
     Usage,
+    url_credentials,
 )
 
 if TYPE_CHECKING:
@@ -74,7 +86,7 @@ _FINISH = {"STOP": "stop", "MAX_TOKENS": "length"}
 
 @contextmanager
 def gemini_errors(
-    who: str, secret: str | None, transport: tuple[type[BaseException], ...]
+    who: str, secret: Secrets, transport: tuple[type[BaseException], ...]
 ) -> Iterator[None]:
     """Turns google-genai's failures into the error tree (the table in the module docstring):
     the one translation of this adapter, for the provider (on aiohttp) and the embedder (on the
@@ -106,9 +118,14 @@ class GeminiProvider(Provider):
 
     The key comes from `api_key`, else `api_key_env`, else GEMINI_API_KEY, else GOOGLE_API_KEY;
     a local `base_url` may go without one (`api_key_env` is a name: a value that looks like a key
-    is a ConfigError that does not repeat it). `api_version` None is the SDK's default (v1).
-    `endpoint` is where requests go: `base_url` or Google's, without a trailing slash.
-    `connection` says whose session carries the requests (see `Connection`; None: our own).
+    is a ConfigError that does not repeat it); a `key=` in `base_url`'s query (Google's own
+    way to pass it) is taken out of the URL and is the key when no other is given, sent as the
+    SDK sends keys. `api_version` None is the SDK's default (v1). `endpoint` is where requests
+    go: `base_url` or Google's, without a trailing slash. Credentials in `base_url`
+    (user:password, sent as a Basic Authorization header; another credential in the query, kept
+    on every request) are never shown: `base_url` and `endpoint` hold the URL without them, and
+    the key and every URL credential are redacted from what the server says. `connection` says
+    whose session carries the requests (see `Connection`; None: our own).
     """
 
     def __init__(
@@ -126,22 +143,32 @@ class GeminiProvider(Provider):
         check_provider(name, model, base_url, connection)
         require_env_name(api_key_env, f"{name}: api_key_env")
         envs = (api_key_env,) if api_key_env else GEMINI_KEY_ENVS
-        key = api_key_from(api_key, envs)
+        sdk_url, url_key = _split_key(base_url)
+        key = api_key_from(api_key, envs) or url_key
         if key is None and not (base_url is not None and is_local_url(base_url)):
             raise ConfigError(f"{name}: no API key: set {' or '.join(envs)} or pass api_key")
         self.model = model
         self.name = name
-        self.base_url = base_url
+        # The SDK gets the URL without user information; its user:password go as a header.
+        base = BaseURL.parse(sdk_url) if sdk_url is not None else None
+        self._sdk_url = base.url() if base is not None else None
+        self._sdk_headers = (
+            {"Authorization": base.authorization} if base and base.authorization else None
+        )
+        shown, url_secrets = url_credentials(base_url) if base_url else (None, ())
+        self.base_url = shown
         # Where requests go, so that caches and resume checks tell a rehearsal from the vendor.
-        self.endpoint = (base_url or GEMINI_BASE_URL).rstrip("/")
+        self.endpoint = (shown or GEMINI_BASE_URL).rstrip("/")
         self.api_version = api_version
         # True once a response shows it came from `ttc serve` (the offline simulator).
         self.simulated = False
         self._key = key
+        self._secrets = ((key,) if key else ()) + url_secrets
         self._connection = connection
         self._session = connection.session
         self._owns_session = connection.session is None
         self._client: genai.Client | None = None
+        self._usage = UsageReader(name, self._secrets)
 
     def __repr__(self) -> str:
         return (
@@ -158,7 +185,7 @@ class GeminiProvider(Provider):
             response = await client.aio.models.generate_content(
                 model=self.model, contents=contents, config=config
             )
-        return self._completion(response, time.perf_counter() - start)
+        return self._completion(response, time.perf_counter() - start, request)
 
     async def aclose(self) -> None:
         """Closes the SDK client, and the session if this provider created it."""
@@ -177,10 +204,11 @@ class GeminiProvider(Provider):
             from google.genai import types
 
             if self._session is None or (self._owns_session and self._session.closed):
-                self._session = self._connection.open()
+                self._session = self._connection.open(self.name)
             options = types.HttpOptions(
-                base_url=self.base_url,
+                base_url=self._sdk_url,
                 api_version=self.api_version,
+                headers=self._sdk_headers,
                 retry_options=types.HttpRetryOptions(attempts=1),
                 aiohttp_client=self._session,
             )
@@ -211,9 +239,11 @@ class GeminiProvider(Provider):
 
     def _translate(self) -> AbstractContextManager[None]:
         transport = (aiohttp.ClientError, asyncio.IncompleteReadError, ConnectionError)
-        return gemini_errors(self.name, self._key, transport)
+        return gemini_errors(self.name, self._secrets, transport)
 
-    def _completion(self, response: types.GenerateContentResponse, latency: float) -> Completion:
+    def _completion(
+        self, response: types.GenerateContentResponse, latency: float, request: Request
+    ) -> Completion:
         if (response.model_version or "").endswith(SIM_MODEL_SUFFIX):
             # `ttc serve` answers with the offline simulator: reports must say so.
             self.simulated = True
@@ -227,21 +257,56 @@ class GeminiProvider(Provider):
                 reason = getattr(feedback.block_reason, "value", feedback.block_reason)
                 raise BadRequest(f"{self.name}: prompt blocked: {reason}")
             raise Transient(f"{self.name}: empty candidates")
-        texts = tuple(_text(c.content.parts if c.content else None) for _, c in candidates)
-        reasons = tuple(_finish(c.finish_reason) for _, c in candidates)
-        meta = response.usage_metadata
-        usage = Usage(
-            input_tokens=(meta.prompt_token_count or 0) if meta else 0,
-            output_tokens=(meta.candidates_token_count or 0) if meta else 0,
-            thinking_tokens=(meta.thoughts_token_count or 0) if meta else 0,
+        # An echoing server must not get the key into the journal: every string kept is redacted.
+        texts = tuple(
+            redact(_text(c.content.parts if c.content else None), self._secrets)
+            for _, c in candidates
         )
+        reasons = tuple(redact(_finish(c.finish_reason), self._secrets) for _, c in candidates)
         return Completion(
             texts=texts,
-            usage=usage,
+            usage=self._read_usage(response.usage_metadata, request, texts),
             finish_reasons=reasons,
             latency_s=latency,
-            model=response.model_version or self.model,
+            model=redact(response.model_version or self.model, self._secrets),
         )
+
+    def _read_usage(
+        self,
+        meta: types.GenerateContentResponseUsageMetadata | None,
+        request: Request,
+        texts: tuple[str, ...],
+    ) -> Usage:
+        """The usage of a response, each count that is no count estimated (module docstring)."""
+        read = self._usage.count
+        prompt = read("promptTokenCount", MISSING if meta is None else meta.prompt_token_count)
+        output_count = None if meta is None else meta.candidates_token_count
+        if output_count is None and meta is not None and not any(texts):
+            output_count = 0  # no answer text: the count left out is a 0
+        output = read("candidatesTokenCount", MISSING if meta is None else output_count)
+        thoughts = None if meta is None else meta.thoughts_token_count
+        return Usage(
+            prompt_tokens(request.messages) if prompt is None else prompt,
+            answer_tokens(texts) if output is None else output,
+            0 if thoughts is None else read("thoughtsTokenCount", thoughts) or 0,
+        )
+
+
+def _split_key(url: str | None) -> tuple[str | None, str | None]:
+    """`url` without a `key=` query parameter, and that key (None: there is none)."""
+    if url is None or "?" not in url:
+        return url, None
+    head, _, query = url.partition("?")
+    query, hash_, fragment = query.partition("#")
+    key, kept = None, []
+    for pair in query.split("&"):
+        name, eq, value = pair.partition("=")
+        if eq and unquote_plus(name) == "key" and value:
+            key = unquote_plus(value)
+        else:
+            kept.append(pair)
+    rest = "&".join(p for p in kept if p)
+    return head + (f"?{rest}" if rest else "") + hash_ + fragment, key
 
 
 def _text(parts: Sequence[types.Part] | None) -> str:

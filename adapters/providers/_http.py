@@ -21,9 +21,12 @@ google.rpc.QuotaFailure detail, `{"violations": [{"quotaId":
 "GenerateRequestsPerDayPerProjectPerModel-FreeTier", "quotaMetric": ...}]}`, and an id or metric
 naming "PerDay" stops the run rather than waiting out the RetryInfo that comes with it.
 
+The wait a 429 asks for is passed on as the server said it; the engine's `RetryPolicy` honours it
+only in (0, 60] seconds (as the official OpenAI client does) and backs off by itself otherwise.
+
 Every parser of a header or retry hint returns None for a value it cannot read (garbage,
-negative, NaN, infinite), never raises. Messages never carry the API key: server text passes
-through `redact` before it is quoted.
+negative, NaN, infinite), never raises. Messages never carry the API key nor a credential of the
+base URL: server text passes through `redact` (`ttc.engine.redact`) before it is quoted.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from ttc.engine import (
     RateInfo,
     RateLimited,
     Transient,
+    redact,
 )
 
 __all__ = [
@@ -55,6 +59,7 @@ __all__ = [
     "OPENAI_BASE_URL",
     "SIM_FINGERPRINT",
     "SIM_MODEL_SUFFIX",
+    "Secrets",
     "api_key_from",
     "error_message",
     "google_retry_delay",
@@ -81,6 +86,8 @@ _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6,
 # Longest unit first, so "20ms" is 20 milliseconds and not 20 minutes and a stray "s".
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|us|µs|ns|h|m|s)")
 _MESSAGE_LIMIT = 300
+# The key, or every secret of a provider (its key and its URL's credentials).
+Secrets = str | Sequence[str] | None
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Codes and reasons that refuse the account, not the request (see the module docstring).
 _ACCOUNT_CODES = frozenset(
@@ -261,14 +268,7 @@ def _error_object(body: Any) -> dict[str, Any]:
     return {}
 
 
-def redact(text: str, secret: str | None) -> str:
-    """`text` with every occurrence of `secret` replaced."""
-    if secret:
-        text = text.replace(secret, "[redacted]")
-    return text
-
-
-def error_message(body: Any, secret: str | None = None, limit: int = _MESSAGE_LIMIT) -> str:
+def error_message(body: Any, secret: Secrets = None, limit: int = _MESSAGE_LIMIT) -> str:
     """The server's own words about an error, redacted and truncated to `limit` characters."""
     obj = _error_object(body)
     said: Any = obj.get("message") or obj.get("detail") or obj.get("error")
@@ -293,7 +293,7 @@ def status_error(
     body: Any,
     *,
     who: str,
-    secret: str | None = None,
+    secret: Secrets = None,
 ) -> ProviderError:
     """The error-tree member for a failed HTTP response (the table in the module docstring)."""
     codes = _codes(body)

@@ -14,6 +14,8 @@ here retries or sleeps. Failures become the engine's error tree in `_translate` 
     408, 409, 500, 502, 503, 504 and any other 5xx           Transient
     ClientConnectionError (ServerDisconnectedError, ...),
       ClientPayloadError, IncompleteReadError, resets       Transient
+    a body over the cap (Connection.max_response_bytes,
+      --max-response-bytes; read no further)                ResponseTooLarge (a BadRequest)
     2xx with a truncated or non-JSON body                   Transient("truncated body")
     2xx without choices, or with an `error` object          Transient("empty choices")
       (/embeddings: without data)                           Transient("empty data")
@@ -21,7 +23,9 @@ here retries or sleeps. Failures become the engine's error tree in `_translate` 
     InvalidURL                                              Fatal
 
 A choice whose content is null reads as "" with the server's finish reason (`tool_calls`), or,
-when the model refused, as its `refusal` text with the finish reason "refusal".
+when the model refused, as its `refusal` text with the finish reason "refusal". Usage that is no
+token count (negative, not an int, null, missing, absurd) is unknown and estimated from the text
+(`ttc.adapters.providers._usage`); the response is kept.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from urllib.parse import urlsplit
 import aiohttp
 import orjson
 
-from ttc.adapters.providers._connection import Connection, check_provider
+from ttc.adapters.providers._capped import read_capped
+from ttc.adapters.providers._connection import BaseURL, Connection, check_provider
 from ttc.adapters.providers._http import (
     OPENAI_BASE_URL,
     SIM_FINGERPRINT,
@@ -48,6 +53,7 @@ from ttc.adapters.providers._http import (
     require_env_name,
     status_error,
 )
+from ttc.adapters.providers._usage import MISSING, UsageReader, answer_tokens, prompt_tokens
 from ttc.engine import (
     BadRequest,
     Completion,
@@ -59,6 +65,7 @@ from ttc.engine import (
     Request,
     Transient,
     Usage,
+    redact_json,
 )
 
 __all__ = ["OpenAIProvider"]
@@ -71,7 +78,10 @@ class OpenAIProvider(Provider):
 
     The API key comes from `api_key`, else the environment variable `api_key_env` (a name: a
     value that looks like a key is a ConfigError that does not repeat it); only api.openai.com
-    insists on one. `endpoint` is the base URL requests go to, without a trailing slash.
+    insists on one. Credentials in `base_url` are sent as the server expects (`BaseURL`) and
+    never shown: `base_url` and `endpoint` (where requests go, without a trailing slash) hold
+    the URL without them, and the key and every URL credential are redacted from what the
+    server says (answers, messages, raw bodies), so an echoing server cannot get them written.
     `connection` says whose session carries the requests (see `Connection`; None: our own).
     `send_top_k` None sends top_k everywhere but api.openai.com, which rejects it. `extra_body`
     is merged into every request body last (e.g. vLLM's `chat_template_kwargs`).
@@ -96,7 +106,8 @@ class OpenAIProvider(Provider):
         self.name = name
         # True once a response shows it came from `ttc serve` (the offline simulator).
         self.simulated = False
-        self.base_url = base_url.rstrip("/")
+        self._base = BaseURL.parse(base_url)
+        self.base_url = self._base.shown
         # Where requests go, so that caches and resume checks tell a rehearsal from the vendor.
         self.endpoint = self.base_url
         is_openai = urlsplit(base_url).hostname == _OPENAI_HOST
@@ -105,14 +116,18 @@ class OpenAIProvider(Provider):
             where = f"set {api_key_env} or pass api_key" if api_key_env else "pass api_key"
             raise ConfigError(f"{name}: no API key for {_OPENAI_HOST}: {where}")
         self._key = key
+        self._secrets = ((key,) if key else ()) + self._base.secrets
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if key is not None:
+        if self._base.authorization is not None:
+            self._headers["Authorization"] = self._base.authorization
+        elif key is not None:
             self._headers["Authorization"] = f"Bearer {key}"
         self.send_top_k = (not is_openai) if send_top_k is None else send_top_k
         self.extra_body = dict(extra_body or {})
         self._connection = connection
         self._session = connection.session
         self._owns_session = connection.session is None
+        self._usage = UsageReader(name, self._secrets)
 
     def __repr__(self) -> str:
         return (
@@ -127,15 +142,16 @@ class OpenAIProvider(Provider):
             status, headers, raw = await self._send("/chat/completions", payload)
             if not 200 <= status < 300:
                 raise status_error(
-                    status, headers, loads_or_text(raw), who=self.name, secret=self._key
+                    status, headers, loads_or_text(raw), who=self.name, secret=self._secrets
                 )
             data = orjson.loads(raw)
-        return self._completion(data, rate_info(headers), time.perf_counter() - start)
+        return self._completion(data, rate_info(headers), time.perf_counter() - start, request)
 
     async def post_json(
         self, path: str, body: Mapping[str, Any]
     ) -> tuple[int, Any, RateInfo | None]:
-        """POSTs `body` to `base_url + path` as is, for batch tools.
+        """POSTs `body` to `base_url + path` as is, for batch tools; what comes back has the
+        key and the URL's credentials redacted from its strings.
 
         Raises RateLimited, Transient and Fatal exactly as `generate` does, including for a 2xx
         that is no answer: a body that is not a JSON object, or one with an `error` object, or,
@@ -151,11 +167,11 @@ class OpenAIProvider(Provider):
             if 200 <= status < 300:
                 data = orjson.loads(raw)
                 self._check_answer(path, data)
-                return status, data, rate
+                return status, redact_json(data, self._secrets), rate
             parsed = loads_or_text(raw)
-            error = status_error(status, headers, parsed, who=self.name, secret=self._key)
+            error = status_error(status, headers, parsed, who=self.name, secret=self._secrets)
             if isinstance(error, BadRequest):
-                return status, parsed, rate
+                return status, redact_json(parsed, self._secrets), rate
             raise error
 
     async def aclose(self) -> None:
@@ -168,15 +184,17 @@ class OpenAIProvider(Provider):
         """The session, created on first use inside the running loop."""
         session = self._session
         if session is None or (self._owns_session and session.closed):
-            session = self._session = self._connection.open()
+            session = self._session = self._connection.open(self.name)
         return session
 
     async def _send(self, path: str, payload: bytes) -> tuple[int, Mapping[str, str], bytes]:
-        """One POST; the status, headers and whole body of its response."""
+        """One POST; the status, headers and whole body of its response, read no further than
+        the connection's cap (ResponseTooLarge past it)."""
+        cap = self._connection.max_response_bytes
         async with self._client().post(
-            self.base_url + path, data=payload, headers=self._headers
+            self._base.url(path), data=payload, headers=self._headers
         ) as response:
-            raw = await response.read()
+            raw = await read_capped(response, cap, self.name)
             return response.status, response.headers, raw
 
     @contextmanager
@@ -186,10 +204,11 @@ class OpenAIProvider(Provider):
             yield
         except ProviderError:
             raise
-        except aiohttp.InvalidURL as exc:
-            raise Fatal(f"{self.name}: invalid URL {self.base_url!r}") from exc
+        except aiohttp.InvalidURL:
+            # `from None`: aiohttp's message quotes the URL with the credentials of its query.
+            raise Fatal(f"{self.name}: invalid URL {self.base_url!r}") from None
         except (aiohttp.ClientError, asyncio.IncompleteReadError, ConnectionError) as exc:
-            said = redact(str(exc), self._key)
+            said = redact(str(exc), self._secrets)
             raise Transient(f"{self.name}: {type(exc).__name__}: {said}") from exc
         except orjson.JSONDecodeError as exc:
             raise Transient(f"{self.name}: truncated body (not JSON): {exc}") from exc
@@ -228,10 +247,12 @@ class OpenAIProvider(Provider):
             problem = "an error in a 2xx body"
         else:
             return
-        said = error_message(data, self._key) if data.get("error") else ""
+        said = error_message(data, self._secrets) if data.get("error") else ""
         raise Transient(f"{self.name}: {problem}" + (f": {said}" if said else ""))
 
-    def _completion(self, data: Any, rate: RateInfo | None, latency: float) -> Completion:
+    def _completion(
+        self, data: Any, rate: RateInfo | None, latency: float, request: Request
+    ) -> Completion:
         """A Completion from a parsed 200 body; Transient if it has no choices."""
         if isinstance(data, dict) and data.get("system_fingerprint") == SIM_FINGERPRINT:
             # `ttc serve` answers with the offline simulator: reports must say so.
@@ -241,22 +262,35 @@ class OpenAIProvider(Provider):
         try:
             ordered = sorted(enumerate(choices), key=_choice_order)
             answers = [_answer(choice) for _, choice in ordered]
-            texts = tuple(text for text, _ in answers)
-            reasons = tuple(reason for _, reason in answers)
-            usage = data.get("usage") or {}
-            prompt = int(usage.get("prompt_tokens") or 0)
-            completion = int(usage.get("completion_tokens") or 0)
-            details = usage.get("completion_tokens_details") or {}
-            thinking = int(details.get("reasoning_tokens") or 0)
+            # An echoing server must not get the key into the journal: every string it
+            # sends that is kept is redacted.
+            texts = tuple(redact(text, self._secrets) for text, _ in answers)
+            reasons = tuple(redact(reason, self._secrets) for _, reason in answers)
         except (AttributeError, TypeError, ValueError) as exc:
             raise Fatal(f"{self.name}: unreadable completion: {exc}") from exc
         return Completion(
             texts=texts,
-            usage=Usage(prompt, max(0, completion - thinking), thinking),
+            usage=self._read_usage(data.get("usage", MISSING), request, texts),
             finish_reasons=reasons,
             latency_s=latency,
-            model=str(data.get("model") or self.model),
+            model=redact(str(data.get("model") or self.model), self._secrets),
             rate=rate,
+        )
+
+    def _read_usage(self, raw: Any, request: Request, texts: tuple[str, ...]) -> Usage:
+        """The usage of a body, each count that is no count estimated (see the docstring)."""
+        usage = raw if isinstance(raw, dict) else {}
+        read = self._usage.count
+        prompt = read("prompt_tokens", usage.get("prompt_tokens", MISSING))
+        completion = read("completion_tokens", usage.get("completion_tokens", MISSING))
+        details = usage.get("completion_tokens_details")
+        reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        # Absent or null reasoning tokens are none (models that do not reason send no details).
+        thinking = 0 if reasoning is None else read("reasoning_tokens", reasoning) or 0
+        return Usage(
+            prompt_tokens(request.messages) if prompt is None else prompt,
+            answer_tokens(texts) if completion is None else max(0, completion - thinking),
+            thinking,
         )
 
 

@@ -20,10 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ttc.engine import redact_argv
 from ttc.engine._limiter import Limiter
 from ttc.engine._retry import RetryPolicy
 from ttc.engine.cli._batchio import journal_path
 from ttc.engine.cli._batchsend import BatchSummary, RawProvider, SendPolicy, run_batch
+from ttc.engine.cli._parser import add_max_response_bytes
 
 EXIT_INTERRUPTED = 130  # as `ttc run`
 EXIT_PROVIDER = 4  # as `ttc run`: the provider refuses the account
@@ -65,6 +67,7 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
         "--timeout", type=_positive(float), default=300.0, help="seconds per attempt"
     )
     parser.add_argument("--max-attempts", type=_positive(int), default=6, help="per request")
+    add_max_response_bytes(parser)
     parser.add_argument(
         "--grace",
         type=_positive(float, zero=True),
@@ -82,14 +85,18 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
 async def cmd_batch(args: argparse.Namespace) -> int:
     """`ttc batch INPUT --out OUTPUT`: 0 all lines written; 4 the provider refuses the account,
     130 interrupted (both resumable)."""
-    from ttc.adapters import OpenAIProvider
+    from ttc.adapters import Connection, OpenAIProvider
     from ttc.adapters.providers import require_env_name
 
     # Checked here, not by argparse, which would quote the value (it may be a key).
     require_env_name(args.api_key_env, "--api-key-env")
+    cap = args.max_response_bytes
     # The model goes in each body; the provider's own is only for its messages.
     provider = OpenAIProvider(
-        args.model or "batch", base_url=args.base_url, api_key_env=args.api_key_env
+        args.model or "batch",
+        base_url=args.base_url,
+        api_key_env=args.api_key_env,
+        connection=Connection() if cap is None else Connection(max_response_bytes=cap),
     )
     try:
         return await batch_main(args, provider)
@@ -99,7 +106,8 @@ async def cmd_batch(args: argparse.Namespace) -> int:
 
 def _resume_hint(args: argparse.Namespace) -> str:
     argv = getattr(args, "argv", None) or ["batch", str(args.input), "--out", str(args.out)]
-    return "ttc " + shlex.join([a for a in argv if a != "--resume"] + ["--resume"])
+    # A credential in --base-url is not printed: the user types it again.
+    return "ttc " + shlex.join([*redact_argv([a for a in argv if a != "--resume"]), "--resume"])
 
 
 class _CtrlC:

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from ttc.engine import ConfigError, DataError, Journal
+from ttc.engine import ConfigError, DataError, Journal, token_count
 
 URLS = ("/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses")
 _BOM = b"\xef\xbb\xbf"
@@ -291,16 +291,19 @@ def outcome_key(out: dict[str, Any]) -> str:
     return f"error:{error.get('code', '?')}"
 
 
+USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "input_tokens", "output_tokens")
+
+
 def usage_tokens(body: Any) -> int:
-    """Tokens a response body says it used: total_tokens, else its input plus its output."""
+    """Tokens a response body says it used: total_tokens, else its input plus its output. A value
+    that is no token count (negative, not an int, absurd: `token_count`) is left out."""
     usage = body.get("usage") if isinstance(body, dict) else None
     if not isinstance(usage, dict):
         return 0
-    total = usage.get("total_tokens")
-    if isinstance(total, int):
+    total = token_count(usage.get("total_tokens"))
+    if total is not None:
         return total
-    parts = ("prompt_tokens", "completion_tokens", "input_tokens", "output_tokens")
-    return sum(v for k in parts if isinstance(v := usage.get(k), int))
+    return sum(n for k in USAGE_FIELDS if (n := token_count(usage.get(k))) is not None)
 
 
 def tally(journal: BatchJournal, output: Path | None) -> tuple[Counter[str], int]:

@@ -34,9 +34,10 @@ from ttc.engine._lock import RunLock
 from ttc.engine._pool import bounded
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._sender import Sender
-from ttc.engine._tokens import TokenEstimator
+from ttc.engine._tokens import TokenEstimator, token_count
 from ttc.engine._types import RateInfo
 from ttc.engine.cli._batchio import (
+    USAGE_FIELDS,
     BatchJob,
     BatchJournal,
     iter_jobs,
@@ -161,6 +162,7 @@ class _Estimator:
 
     def __init__(self) -> None:
         self.tokens = TokenEstimator()
+        self._said: set[str] = set()
 
     @property
     def mean_output(self) -> float:
@@ -184,14 +186,26 @@ class _Estimator:
         return self.tokens.estimate(chars, cap=cap, n=n if isinstance(n, int) and n > 0 else 1)
 
     def account(self, result: PostResult) -> tuple[int, RateInfo | None]:
-        """The tokens a response used, and its rate headers; feeds the mean output."""
+        """The tokens a response used, and its rate headers; feeds the mean output. A usage
+        value that is no token count is left out of both, said once per field."""
         _, body, rate = result
         usage = body.get("usage") if isinstance(body, dict) else None
         if isinstance(usage, dict):
-            out = usage.get("completion_tokens", usage.get("output_tokens"))
-            if isinstance(out, int):
+            self._check(usage)
+            out = token_count(usage.get("completion_tokens", usage.get("output_tokens")))
+            if out is not None:
                 self.tokens.observe(out)
         return usage_tokens(body), rate
+
+    def _check(self, usage: dict[str, Any]) -> None:
+        for field in ("total_tokens", *USAGE_FIELDS):
+            if field in usage and token_count(usage[field]) is None and field not in self._said:
+                self._said.add(field)
+                log.warning(
+                    "batch: usage %s of a response is not a token count; it is left out of the "
+                    "token tally (said once)",
+                    field,
+                )
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ a role model's (resumable); 75 a file of the run could not be written, e.g. a fu
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from ttc.engine import StopKind, StopReason
+from ttc.engine import StopKind, StopReason, redact_argv, withheld
 from ttc.engine._config import METHODS
 from ttc.engine._engine import Engine
 from ttc.engine._errors import ConfigError, DataError
@@ -84,7 +85,7 @@ async def run_one(
     config = run_config(spec, method, suite=suite, items=items, out=out)
     async with wire(spec, config, suite, items) as wired:
         progress = Progress(live=spec.live)
-        invocation = {"argv": list(spec.argv), "cwd": os.getcwd()}
+        invocation = {"argv": redact_argv(spec.argv), "cwd": os.getcwd()}
         engine = make_engine(
             config, wired, out=out, resume=resume, progress=progress, invocation=invocation
         )
@@ -168,7 +169,7 @@ async def cmd_compare(spec: RunSpec, session: Session) -> int:
 async def _compare(
     spec: RunSpec, session: Session, suite: Suite, items: list[Item], out: Path
 ) -> int:
-    invocation = {"argv": list(spec.argv), "cwd": os.getcwd()}
+    invocation = {"argv": redact_argv(spec.argv), "cwd": os.getcwd()}
     (out / "invocation.json").write_bytes(orjson.dumps(invocation))
     runs: dict[str, list[dict[str, Any]]] = {}
     # elim runs first; its warm-up samples are then shared with every other method, which
@@ -228,3 +229,13 @@ def resume_argv(run_dir: Path, extra: Sequence[str]) -> tuple[list[str], str]:
                 cwd = str(invocation.get("cwd") or os.getcwd())
                 return [*argv, *extra, "--resume", "--out", str(run_dir.resolve())], cwd
     raise DataError(f"{run_dir}: not a run directory made by `ttc run` or `ttc compare`")
+
+
+def withheld_credential(args: argparse.Namespace) -> str | None:
+    """The flag (--base-url, --embed-base-url) of a resumed command line whose URL lost its
+    credential when the run was stored, so it must be given again; None when none did."""
+    for flag in ("--base-url", "--embed-base-url"):
+        url = getattr(args, flag[2:].replace("-", "_"), None)
+        if isinstance(url, str) and withheld(url):
+            return flag
+    return None

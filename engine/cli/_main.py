@@ -92,7 +92,16 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]] | int:
         return 2
     if Path(cwd).is_dir():
         os.chdir(cwd)
-    return parser.parse_args(argv), argv
+    resumed = parser.parse_args(argv)
+    withheld = commands.withheld_credential(resumed)
+    if withheld is not None:
+        print(
+            f"ttc: error: {withheld}: the run's URL held a credential, which is never stored; "
+            f"give it again: ttc resume {args.run_dir} {withheld} URL",
+            file=sys.stderr,
+        )
+        return 2
+    return resumed, argv
 
 
 def first_write_error(exc: BaseException) -> WriteError | None:

@@ -145,6 +145,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         help="seconds per attempt",
     )
     g.add_argument("--max-attempts", type=_number(int, 1), default=6, help="attempts per sample")
+    add_max_response_bytes(g)
     g.add_argument("--workers", type=_number(int, 0), default=2, help="verifier processes")
     g.add_argument("--temperature", type=_number(float, 0), help="sampling temperature")
     g.add_argument("--top-p", type=_number(float, 0, inclusive=False, high=1), help="nucleus top_p")
@@ -220,6 +221,16 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         help="go on with the run in --out: send only the samples it has no response for",
     )
     p.add_argument("--quiet", "-q", action="store_true", help="no per-round log lines")
+
+
+def add_max_response_bytes(g: argparse._ActionsContainer) -> None:
+    """--max-response-bytes (ttc run, compare and batch)."""
+    g.add_argument(
+        "--max-response-bytes",
+        type=_number(int, 1),
+        help="the largest response body read, in bytes (default 33554432: 32 MiB); reading "
+        "stops there and the request fails, not retried",
+    )
 
 
 def _add_method_flags(p: argparse.ArgumentParser) -> None:

@@ -58,6 +58,8 @@ class ProviderSpec:
     base_url: str | None = None
     # The NAME of the variable holding the key; None: the vendor's usual one.
     api_key_env: str | None = None
+    # The cap on a response body read (of every HTTP model and embedder); None: 32 MiB.
+    max_response_bytes: int | None = None
     sim_ability: float = 0.0
     sim_latency: float = 0.0
     sim_thinking: float = 0.0
@@ -125,6 +127,7 @@ class RunSpec:
                 model=args.model,
                 base_url=args.base_url,
                 api_key_env=args.api_key_env,
+                max_response_bytes=args.max_response_bytes,
                 sim_ability=args.sim_ability,
                 sim_latency=args.sim_latency,
                 sim_thinking=args.sim_thinking,

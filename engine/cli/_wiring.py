@@ -119,18 +119,28 @@ def provider_from(spec: ProviderSpec, seed: int, suite: Suite, items: Sequence[I
             thinking_ratio=spec.sim_thinking,
         )
         return SimProvider(suite, items, cfg)
-    return api_provider(spec.kind, spec.model, spec.base_url, spec.api_key_env)
+    return api_provider(
+        spec.kind, spec.model, spec.base_url, spec.api_key_env, spec.max_response_bytes
+    )
 
 
 def api_provider(
-    kind: str, model: str | None, base_url: str | None, api_key_env: str | None
+    kind: str,
+    model: str | None,
+    base_url: str | None,
+    api_key_env: str | None,
+    max_response_bytes: int | None = None,
 ) -> Provider:
     """An OpenAI(-compatible) or Gemini provider; a missing model or key is a ConfigError."""
+    from ttc.adapters import Connection
     from ttc.adapters.providers import require_env_name
 
     if not model:
         raise ConfigError(f"--model: required with --provider {kind}")
     require_env_name(api_key_env, "--api-key-env")
+    connection = Connection()
+    if max_response_bytes is not None:
+        connection = Connection(max_response_bytes=max_response_bytes)
     if kind == "openai":
         from ttc.adapters import OpenAIProvider
 
@@ -138,11 +148,14 @@ def api_provider(
             model,
             base_url=base_url or "https://api.openai.com/v1",
             api_key_env=api_key_env or "OPENAI_API_KEY",
+            connection=connection,
         )
     if kind == "gemini":
         from ttc.adapters import GeminiProvider
 
-        return GeminiProvider(model, base_url=base_url, api_key_env=api_key_env)
+        return GeminiProvider(
+            model, base_url=base_url, api_key_env=api_key_env, connection=connection
+        )
     raise ConfigError(f"--provider: unknown provider {kind!r}")
 
 
@@ -166,6 +179,7 @@ def role_provider_from(spec: RunSpec, role: str, suite: Suite, items: Sequence[I
             model,
             spec.provider.base_url if same else None,
             spec.provider.api_key_env if same else None,
+            spec.provider.max_response_bytes,
         )
     from ttc.adapters.sim import SimConfig, SimDifficulty, SimJudge, SimRoleConfig
 
@@ -180,7 +194,11 @@ def embedder_from(spec: RunSpec) -> Embedder | Callable[[], Embedder]:
     from ttc.adapters import make_embedder
 
     if spec.embedder.partition(":")[0] in ("openai", "gemini"):
-        return make_embedder(spec.embedder, base_url=spec.embed_base_url)
+        return make_embedder(
+            spec.embedder,
+            base_url=spec.embed_base_url,
+            max_response_bytes=spec.provider.max_response_bytes,
+        )
     if spec.embedder not in ("auto", "minilm", "lexical"):
         make_embedder(spec.embedder)  # raises the ConfigError naming --embedder
     name = spec.embedder

@@ -34,7 +34,7 @@ from ttc.engine._errors import (
     RateLimited,
     Transient,
 )
-from ttc.engine._types import Embedder, Message, Provider, RateInfo, Request, Sampling
+from ttc.engine._types import Embedder, Message, Provider, RateInfo, Request, Sampling, Usage
 
 KEY = "sk-test-SECRET-0123456789"
 DEFAULTS = Sampling()
@@ -174,7 +174,8 @@ async def test_extra_body_and_none_content(server: Loopback, provider: OpenAIPro
     assert "Authorization" not in server.seen[0].headers  # a local server, no key
     assert completion.texts == ("", "b")
     assert completion.finish_reasons == ("stop", "length")
-    assert completion.usage.input_tokens == 0
+    # No usage sent: estimated from the text ("What is 2+2?" is 12 characters, "b" one).
+    assert completion.usage == Usage(3, 0, 0)
     assert completion.rate is None
     assert completion.model == "m"
 

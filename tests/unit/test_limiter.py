@@ -476,3 +476,16 @@ def test_construction_needs_no_running_loop() -> None:
     assert (limiter.in_flight, limiter.max_in_flight) == (0, 0)
     unlimited = Limiter()
     assert (unlimited.rpm, unlimited.tpm, unlimited.max_concurrency) == (None, None, 64)
+
+
+@pytest.mark.parametrize("reset", [999_999_999.0, math.inf])
+async def test_an_absurd_announced_reset_closes_the_gate_for_a_minute_at_most(
+    clock: FakeClock, crowd: Crowd, reset: float
+) -> None:
+    limiter = Limiter()
+    limiter.rate_limited(0, RateInfo(remaining_requests=0, reset_requests_s=reset))
+    crowd.spawn(limiter, 2)
+    await clock.advance_to(59.9)
+    assert crowd.entered == []
+    await clock.advance_to(60.0)
+    assert crowd.entered == [60.0, 60.0]

@@ -114,3 +114,25 @@ def test_policy_is_a_frozen_value() -> None:
     with pytest.raises(AttributeError):
         policy.max_attempts = 2  # type: ignore[misc]
     assert policy == RetryPolicy()
+
+
+@pytest.mark.parametrize("asked", [999_999_999.0, 60.5, math.inf, math.nan, 0.0, -5.0])
+def test_a_retry_after_outside_0_to_60_s_is_ignored_for_our_own_backoff(asked: float) -> None:
+    # As the official OpenAI client: a server's wait is honoured only in (0, 60] seconds.
+    policy = RetryPolicy(base_delay=0.5, max_delay=10.0, jitter=0.0)
+    rng = random.Random(0)
+    delays = [policy.delay(a, RateLimited(retry_after=asked), rng) for a in range(1, 7)]
+    assert delays == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0]
+
+
+def test_a_retry_after_up_to_the_cap_is_honoured() -> None:
+    policy = RetryPolicy(base_delay=0.5, jitter=0.0)
+    assert policy.delay(1, RateLimited(retry_after=60.0), random.Random(0)) == 60.0
+    short = RetryPolicy(base_delay=0.5, jitter=0.0, max_retry_after=5.0)
+    assert short.delay(1, RateLimited(retry_after=6.0), random.Random(0)) == 0.5
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan])
+def test_a_bad_retry_after_cap_is_a_config_error(bad: float) -> None:
+    with pytest.raises(ConfigError, match="max_retry_after"):
+        RetryPolicy(max_retry_after=bad)

@@ -1,0 +1,99 @@
+"""Credentials out of URLs, command lines and text: what is taken out, and what is left."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from ttc.engine import (
+    REDACTED,
+    redact,
+    redact_argv,
+    redact_json,
+    redact_url,
+    url_credentials,
+    withheld,
+)
+from ttc.engine._secrets import is_credential_param
+
+
+@pytest.mark.parametrize(
+    ("url", "shown", "secrets"),
+    [
+        ("http://user:p%40ss-word@h:8/v1", "http://REDACTED@h:8/v1",
+         ("p%40ss-word", "p@ss-word", base64.b64encode(b"user:p@ss-word").decode())),
+        ("https://tok_0123456789@h/v1", "https://REDACTED@h/v1", ("tok_0123456789",)),
+        ("http://h/v1?key=K1&api-key=K2&Api_Key=K3&token=T&access_token=A&sig=S&model=m",
+         "http://h/v1?key=REDACTED&api-key=REDACTED&Api_Key=REDACTED&token=REDACTED"
+         "&access_token=REDACTED&sig=REDACTED&model=m",
+         ("K1", "K2", "K3", "T", "A", "S")),
+        ("http://h/v1?x-goog-api-key=a%2Bb#frag", "http://h/v1?x-goog-api-key=REDACTED#frag",
+         ("a%2Bb", "a+b")),
+        ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1", ()),
+        ("not a url", "not a url", ()),
+    ],
+)  # fmt: skip
+def test_url_credentials_are_taken_out_and_named(
+    url: str, shown: str, secrets: tuple[str, ...]
+) -> None:
+    assert url_credentials(url) == (shown, secrets)
+    assert redact_url(shown) == shown  # idempotent
+    assert withheld(shown) is bool(secrets)
+    assert not withheld(url)
+
+
+@pytest.mark.parametrize(
+    ("name", "credential"),
+    [("key", True), ("api-key", True), ("API_KEY", True), ("apikey", True),
+     ("subscription-key", True), ("client_secret", True), ("refresh-token", True),
+     ("sig", True), ("code", True), ("model", False), ("api-version", False), ("x", False)],
+)  # fmt: skip
+def test_credential_query_names(name: str, credential: bool) -> None:
+    assert is_credential_param(name) is credential
+
+
+def test_redact_takes_the_longest_secret_first_and_leaves_short_ones() -> None:
+    text = "key sk-abc and sk-abcdef, pw abc"
+    assert redact(text, ["sk-abc", "sk-abcdef", "abc"]) == (
+        f"key {REDACTED} and {REDACTED}, pw abc"
+    )
+    assert redact(text, None) == text
+    assert redact(text, "sk-abcdef") == f"key sk-abc and {REDACTED}, pw abc"
+
+
+def test_redact_json_copies_every_string_keys_included_however_deep() -> None:
+    secret = "sk-0123456789"
+    deep: list[object] = [secret]
+    for _ in range(5000):  # deeper than the recursion limit
+        deep = [deep]
+    value = {secret: [secret, {"a": f"x{secret}y", "n": 3, "z": None}], "deep": deep}
+    out = redact_json(value, [secret])
+    assert out[REDACTED][0] == REDACTED
+    assert out[REDACTED][1] == {"a": f"x{REDACTED}y", "n": 3, "z": None}
+    assert secret in str(value[secret])  # the original is left as it was
+    inner = out["deep"]
+    for _ in range(5000):
+        inner = inner[0]
+    assert inner == [REDACTED]
+    assert redact_json(f"a {secret}", secret) == f"a {REDACTED}"
+
+
+def test_redact_argv_takes_out_url_credentials_in_both_flag_forms() -> None:
+    argv = ["run", "--base-url", "http://u:pw-12345@h/v1", "--embed-base-url=http://h?key=K",
+            "--data", "a=b.jsonl"]  # fmt: skip
+    assert redact_argv(argv) == ["run", "--base-url", "http://REDACTED@h/v1",
+                                 "--embed-base-url=http://h?key=REDACTED",
+                                 "--data", "a=b.jsonl"]  # fmt: skip
+
+
+def test_a_resume_check_compares_and_quotes_endpoints_without_credentials() -> None:
+    from ttc.engine import ConfigError, RunConfig
+    from ttc.engine._runinfo import check_same_run
+
+    now = {"config": RunConfig().to_dict(), "endpoint": "http://REDACTED@h/v1"}
+    # A run directory written before credentials were redacted holds the URL as typed.
+    check_same_run({**now, "endpoint": "http://me:pw-0123456789@h/v1"}, now, None)
+    with pytest.raises(ConfigError, match="--base-url") as caught:
+        check_same_run({**now, "endpoint": "http://me:pw-0123456789@other/v1"}, now, None)
+    assert "pw-0123456789" not in str(caught.value)
