@@ -40,7 +40,7 @@ from ttc.engine._lexical import LexicalEmbedder
 from ttc.engine._limiter import Limiter
 from ttc.engine._observer import RunObserver
 from ttc.engine._options import EngineOptions
-from ttc.engine._records import read_jsonl
+from ttc.engine._records import parse_json, read_bytes, read_json, read_jsonl
 from ttc.engine._result import RunResult
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._round import sample_seed
@@ -158,9 +158,12 @@ __all__ = [
     "decode",
     "items_sha256",
     "matched_output_tokens",
+    "parse_json",
     "preset",
+    "read_bytes",
     "read_events",
     "read_journal",
+    "read_json",
     "read_jsonl",
     "sample_seed",
 ]

@@ -1,0 +1,115 @@
+"""Bad input as a user meets it, through the `ttc` command: a file that cannot be read is one line
+on stderr naming the file (and the line), exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+TTC = str(Path(sys.executable).with_name("ttc"))
+# A JSON value nested 200,000 deep (Python's json: a RecursionError), and a number of more digits
+# than Python turns into an int (a ValueError).
+DEEP = "[" * 200_000 + "]" * 200_000
+BIG = "9" * 5000
+
+
+def ttc(cwd: Path, *args: str, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TTC_CACHE_DIR": str(cache or cwd / ".ttc-cache")}
+    return subprocess.run([TTC, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+
+
+def refused(proc: subprocess.CompletedProcess[str], starts: str, words: str = "") -> str:
+    """The one line of a refusal: exit 2, naming `starts` first, and no traceback anywhere."""
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"ttc: error: {starts}"), lines[0]
+    assert words in lines[0]
+    return lines[0]
+
+
+# ---- files that cannot be read
+
+
+SUITES = {
+    "math500": '{"problem": "1+1?", "answer": "2", "subject": "a", "level": 1, "unique_id": "u"}',
+    "minerva": '{"problem": "1+1?", "solution": "\\\\boxed{2}", "type": "a", "idx": 0}',
+    "gpqa": '{"Question": "q?", "Correct Answer": "a", "Incorrect Answer 1": "b", '
+    '"Incorrect Answer 2": "c", "Incorrect Answer 3": "d"}',
+    "livecodebench": "",
+    "custom": '{"q": "1+1?", "a": "2"}',
+}
+
+
+@pytest.mark.parametrize("suite", list(SUITES))
+def test_data_nested_too_deep_is_one_line_naming_the_line(tmp_path: Path, suite: str) -> None:
+    data = tmp_path / "data.jsonl"
+    data.write_text(SUITES[suite] + '\n{"problem": ' + DEEP + "}\n")
+    config = tmp_path / "suite.json"
+    config.write_text('{"question_field": "q", "answer_field": "a", "verifier": "exact"}')
+    extra = ["--suite-config", str(config)] if suite == "custom" else []
+    proc = ttc(tmp_path, "run", "--suite", suite, "--data", str(data), *extra,
+               "--out", str(tmp_path / "out"))  # fmt: skip
+    refused(proc, f"{data}:2: nested too deep")
+    assert not (tmp_path / "out").exists()
+
+
+def test_responses_with_a_number_too_long_are_one_line_naming_the_line(tmp_path: Path) -> None:
+    responses = tmp_path / "responses.jsonl"
+    responses.write_text('\n{"id": ' + BIG + ', "response": "b"}\n')
+    proc = ttc(tmp_path, "verify", "--per-task", "1", "--responses", str(responses))
+    refused(proc, f"{responses}:2: a number of more than ", "digits")
+
+
+@pytest.mark.parametrize(
+    ("make", "what"),
+    [
+        (lambda p: p.write_bytes(b'{"id": "a", "response": "caf\xe9"}\n'), ":1: not UTF-8 text"),
+        (lambda p: p.mkdir(), ": is a directory, not a file"),
+        (lambda p: None, ": no such file"),
+    ],
+)
+def test_responses_that_cannot_be_read_are_one_line(
+    tmp_path: Path, make: Callable[[Path], object], what: str
+) -> None:
+    responses = tmp_path / "responses.jsonl"
+    make(responses)
+    proc = ttc(tmp_path, "verify", "--per-task", "1", "--responses", str(responses))
+    refused(proc, f"{responses}{what}")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file (tests/unit/test_records.py)")
+def test_a_file_that_may_not_be_read_is_one_line(tmp_path: Path) -> None:
+    responses = tmp_path / "responses.jsonl"
+    responses.write_text('{"id": "a", "response": "b"}\n')
+    responses.chmod(0)
+    proc = ttc(tmp_path, "verify", "--per-task", "1", "--responses", str(responses))
+    refused(proc, f"{responses}: cannot read (Permission denied)")
+
+
+def test_a_batch_input_nested_too_deep_is_one_line(tmp_path: Path) -> None:
+    batch = tmp_path / "in.jsonl"
+    batch.write_text('{"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", '
+                     '"body": ' + DEEP + "}\n")  # fmt: skip
+    out = tmp_path / "out.jsonl"
+    proc = ttc(tmp_path, "batch", str(batch), "--out", str(out), "--model", "m",
+               "--base-url", "http://127.0.0.1:9/v1")  # fmt: skip
+    refused(proc, f"{batch}:1: nested too deep")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+def test_a_truncated_suite_config_is_one_line_naming_the_line(tmp_path: Path) -> None:
+    config = tmp_path / "suite.json"
+    config.write_text('{\n  "question_field": "q",\n  "answer_field": "a",\n  "verif')
+    data = tmp_path / "data.jsonl"
+    data.write_text(SUITES["custom"] + "\n")
+    proc = ttc(tmp_path, "run", "--suite", "custom", "--data", str(data),
+               "--suite-config", str(config), "--out", str(tmp_path / "out"))  # fmt: skip
+    refused(proc, f"{config}:4: malformed JSON (")
