@@ -45,7 +45,7 @@ from ttc.engine._result import RunResult
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._round import sample_seed
 from ttc.engine._rundir import items_sha256, matched_output_tokens
-from ttc.engine._runinfo import SIM_NOTE
+from ttc.engine._runinfo import SIM_NOTE, run_begun
 from ttc.engine._state import QuestionRecord, RoundStats, RunState
 from ttc.engine._tokens import TokenEstimator
 from ttc.engine._types import (
@@ -165,5 +165,6 @@ __all__ = [
     "read_journal",
     "read_json",
     "read_jsonl",
+    "run_begun",
     "sample_seed",
 ]

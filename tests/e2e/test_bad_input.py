@@ -1,9 +1,11 @@
 """Bad input as a user meets it, through the `ttc` command: a file that cannot be read is one line
-on stderr naming the file (and the line), exit 2, never a traceback."""
+on stderr naming the file (and the line), exit 2, never a traceback; a resume with nothing to go
+on from, or a corrupt config.json or journal, is refused touching nothing."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,6 +18,8 @@ TTC = str(Path(sys.executable).with_name("ttc"))
 # than Python turns into an int (a ValueError).
 DEEP = "[" * 200_000 + "]" * 200_000
 BIG = "9" * 5000
+RUN = ["--per-task", "2", "--rounds", "2", "--embedder", "lexical", "--workers", "0", "-q",
+       "--no-live"]  # fmt: skip
 
 
 def ttc(cwd: Path, *args: str, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -33,6 +37,15 @@ def refused(proc: subprocess.CompletedProcess[str], starts: str, words: str = ""
     assert lines[0].startswith(f"ttc: error: {starts}"), lines[0]
     assert words in lines[0]
     return lines[0]
+
+
+def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under `directory` (hidden ones too): its bytes and modification time."""
+    return {
+        str(p.relative_to(directory)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 # ---- files that cannot be read
@@ -113,3 +126,71 @@ def test_a_truncated_suite_config_is_one_line_naming_the_line(tmp_path: Path) ->
     proc = ttc(tmp_path, "run", "--suite", "custom", "--data", str(data),
                "--suite-config", str(config), "--out", str(tmp_path / "out"))  # fmt: skip
     refused(proc, f"{config}:4: malformed JSON (")
+
+
+# ---- resume: refused, touching nothing, when there is nothing (sound) to go on from
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished run directory (made once; each test spoils a copy)."""
+    home = tmp_path_factory.mktemp("finished")
+    proc = ttc(home, "run", *RUN, "--no-cache", "--out", str(home / "run"))
+    assert proc.returncode == 0, proc.stderr
+    return home / "run"
+
+
+def _replace_line(path: Path, lineno: int, line: bytes) -> None:
+    lines = path.read_bytes().split(b"\n")
+    lines[lineno - 1] = line
+    path.write_bytes(b"\n".join(lines))
+
+
+def spoil(run: Path, how: str) -> str:
+    """Spoils the run directory `run` as `how` says; returns how its refusal begins."""
+    journal, config = run / "journal.jsonl", run / "config.json"
+    if how == "journal gone":
+        journal.unlink()
+        return f"nothing to resume: {journal} is missing"
+    if how == "journal empty":
+        journal.write_bytes(b"")
+        return f"nothing to resume: {journal} is empty"
+    if how == "config truncated":
+        config.write_bytes(config.read_bytes()[:200])
+        return f"{config}:"
+    line, text, starts = {
+        "journal not UTF-8": (5, b'{"ev": "sample", "text": "\xff"}', "not UTF-8 text"),
+        "journal nested": (3, b'{"a":' * 200_000 + b"1" + b"}" * 200_000, "nested too deep"),
+        "journal line cut": (7, b'{"ev": "sample", "round": 1}', "sample event lacks a valid"),
+    }[how]
+    _replace_line(journal, line, text)
+    return f"{journal}:{line}: {starts}"
+
+
+SPOILS = ["journal gone", "journal empty", "config truncated", "journal not UTF-8",
+          "journal nested", "journal line cut"]  # fmt: skip
+
+
+@pytest.mark.parametrize("how", SPOILS)
+def test_a_resume_that_cannot_go_on_is_refused_touching_nothing(
+    tmp_path: Path, finished: Path, how: str
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    starts = spoil(run, how)
+    before = snapshot(run)
+    proc = ttc(tmp_path, "resume", str(run))
+    refused(proc, starts)
+    assert snapshot(run) == before
+
+
+@pytest.mark.slow
+def test_a_resume_of_a_compare_whose_method_lost_its_journal_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    first = ttc(tmp_path, "compare", *RUN, "--per-task", "1", "--out", str(out))
+    assert first.returncode == 0, first.stderr
+    (out / "unif" / "journal.jsonl").unlink()
+    before = snapshot(out)
+    proc = ttc(tmp_path, "resume", str(out))
+    refused(proc, f"nothing to resume: {out.resolve()}/unif/journal.jsonl is missing")
+    assert snapshot(out) == before
