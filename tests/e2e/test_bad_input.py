@@ -1,6 +1,7 @@
 """Bad input as a user meets it, through the `ttc` command: a file that cannot be read is one line
 on stderr naming the file (and the line), exit 2, never a traceback; a resume with nothing to go
-on from, or a corrupt config.json or journal, is refused touching nothing."""
+on from, or a corrupt config.json or journal, is refused touching nothing; a corrupt response
+cache is moved aside with one warning, and the run goes on."""
 
 from __future__ import annotations
 
@@ -194,3 +195,53 @@ def test_a_resume_of_a_compare_whose_method_lost_its_journal_is_refused(tmp_path
     proc = ttc(tmp_path, "resume", str(out))
     refused(proc, f"nothing to resume: {out.resolve()}/unif/journal.jsonl is missing")
     assert snapshot(out) == before
+
+
+# ---- a corrupt response cache: moved aside, one warning, the run goes on
+
+
+@pytest.fixture(scope="module")
+def cache_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A response cache filled by one run (made once; each test spoils a copy)."""
+    home = tmp_path_factory.mktemp("cache")
+    proc = ttc(home, "run", *RUN, "--out", str(home / "run"), cache=home / "cache")
+    assert proc.returncode == 0, proc.stderr
+    (path,) = (home / "cache").iterdir()
+    assert path.stat().st_size > 3 * 4096
+    return path
+
+
+def _garble(path: Path) -> None:
+    """Every page past the second overwritten: SQLite opens it, then finds it malformed."""
+    data = path.read_bytes()
+    path.write_bytes(data[: 2 * 4096] + b"\x5a" * (len(data) - 2 * 4096))
+
+
+@pytest.mark.parametrize(
+    ("spoil", "why"),
+    [
+        (lambda p: p.write_bytes(b"not a database\n" * 300), "file is not a database"),
+        (_garble, "database disk image is malformed"),  # found by a lookup, mid-run
+    ],
+)
+def test_a_corrupt_cache_is_moved_aside_with_one_warning_and_the_run_goes_on(
+    tmp_path: Path, cache_file: Path, spoil: Callable[[Path], object], why: str
+) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    path = cache / cache_file.name
+    shutil.copy(cache_file, path)
+    spoil(path)
+    spoiled = path.read_bytes()
+    proc = ttc(tmp_path, "run", *RUN, "--out", str(tmp_path / "run"), cache=cache)
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    # One line says so (the others are the run's own log lines: `-q` does not hush run.log's).
+    (warning,) = [line for line in proc.stderr.splitlines() if "cache" in line]
+    assert f"response cache {path} is corrupt ({why}): moved aside to" in warning
+    (aside,) = [p for p in cache.iterdir() if p.name.startswith(f"{path.name}.corrupt-")]
+    assert aside.read_bytes() == spoiled
+    assert "cache: 12 requests sent, 0 answered from the cache" in proc.stdout
+    again = ttc(tmp_path, "run", *RUN, "--out", str(tmp_path / "again"), cache=cache)
+    assert again.returncode == 0, again.stderr
+    assert "cache: 0 requests sent, 12 answered from the cache" in again.stdout
