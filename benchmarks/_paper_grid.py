@@ -5,7 +5,8 @@ Each run is an ordinary run directory `DIR/<suite>/seed<k>/<method>/`. Before a 
 warm-up source's warm-up samples and verdicts are copied into its journal (`share_warmup`, as
 `ttc compare` does) when `_paper_plan.same_warmup` says they are the same experiment; the engine
 then replays them (resume) instead of sending them. A run whose summary says it is complete is
-not run again; an incomplete one is resumed (the engine replays its journal, sends the rest).
+not run again; an incomplete one is resumed (the engine replays its journal, sends the rest),
+and one whose journal is gone is refused rather than bought again.
 All runs of a suite share one verifier pool and all runs one embedder (vectors memoised by text).
 """
 
@@ -46,6 +47,7 @@ from ttc.engine import (
     Suite,
     VerifierPool,
     matched_output_tokens,
+    run_begun,
 )
 from ttc.engine.cli import Progress, make_engine, provider_from, share_warmup, wire
 
@@ -169,7 +171,7 @@ class Grid:
             check_same(out, config, ls, self._model(ls, seed))
             done_from = source if shares else None
             return Outcome(ls.name, seed, method, out, "complete", warmup_from=done_from)
-        if shares and not (out / "journal.jsonl").exists():
+        if shares and not run_begun(out):
             assert source is not None
             share_warmup(
                 cell_dir(opts.out, ls.name, seed, source) / "journal.jsonl",
@@ -203,7 +205,8 @@ class Grid:
                     config,
                     wired,
                     out=out,
-                    resume=True,
+                    # A cell begun before goes on (refused if its journal is gone).
+                    resume=run_begun(out),
                     progress=Progress(live=False),
                     invocation={"tool": "benchmarks/paper.py", "argv_of_tool": list(opts.argv)},
                     # The suite's pool, started once for all its runs.

@@ -41,12 +41,12 @@ from ttc.engine._lexical import LexicalEmbedder
 from ttc.engine._limiter import Limiter
 from ttc.engine._observer import RunObserver
 from ttc.engine._options import EngineOptions
-from ttc.engine._records import read_jsonl
+from ttc.engine._records import parse_json, read_bytes, read_json, read_jsonl
 from ttc.engine._result import RunResult
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._round import sample_seed
 from ttc.engine._rundir import items_sha256, matched_output_tokens
-from ttc.engine._runinfo import SIM_NOTE
+from ttc.engine._runinfo import SIM_NOTE, run_begun
 from ttc.engine._secrets import (
     REDACTED,
     URL_REDACTED,
@@ -173,14 +173,18 @@ __all__ = [
     "decode",
     "items_sha256",
     "matched_output_tokens",
+    "parse_json",
     "preset",
+    "read_bytes",
     "read_events",
     "read_journal",
+    "read_json",
     "read_jsonl",
     "redact",
     "redact_argv",
     "redact_json",
     "redact_url",
+    "run_begun",
     "sample_seed",
     "text_tokens",
     "token_count",

@@ -16,6 +16,13 @@ them again.
 
 Lookups run on the event loop's thread: a single-row read by primary key takes microseconds,
 far less than handing it to a thread would.
+
+A corrupt cache (a file that is not SQLite, or a damaged one: SQLITE_NOTADB, SQLITE_CORRUPT),
+found at open or by any later query, is moved aside to `<name>.corrupt-<time>` (its WAL files
+with it) with a one-line warning, and the run goes on with a fresh one: the cache is an
+optimisation, and every response bought is in its run's journal too. A file another process has
+already replaced is not moved again; that process's fresh cache is opened instead. A cache that
+cannot be opened at all (a directory, no permission) or is of another schema is a ConfigError.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from typing import Any
 
 import orjson
 
+from ttc.engine._cachefile import CorruptCache, file_id, is_corrupt, move_aside
 from ttc.engine._errors import ConfigError, WriteError
 from ttc.engine._types import Completion, Provider, Request, Sampling, Usage
 
@@ -103,11 +111,15 @@ class ResponseCache:
         # Written but not yet committed; lookups see them too.
         self._pending: dict[str, _Row] = {}
         self._pending_since = 0.0
-        self._conn = self._open(path)
+        self._file: tuple[int, int] | None = None  # (device, inode) of the file opened
+        try:
+            self._conn = self._open(path)
+        except CorruptCache as exc:
+            move_aside(path, str(exc))
+            self._conn = self._open(path)
         self._closed = False
 
-    @staticmethod
-    def _open(path: Path) -> sqlite3.Connection:
+    def _open(self, path: Path) -> sqlite3.Connection:
         hint = "delete it, point the cache elsewhere, or run with --no-cache"
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -127,7 +139,10 @@ class ResponseCache:
         except sqlite3.DatabaseError as exc:
             if conn is not None:
                 conn.close()
-            raise ConfigError(f"response cache {path} is not usable ({exc}); {hint}") from exc
+            if is_corrupt(exc):
+                raise CorruptCache(str(exc)) from None
+            raise ConfigError(f"response cache {path} is not usable ({exc}); {hint}") from None
+        self._file = file_id(path)
         if version not in (0, SCHEMA_VERSION):
             conn.close()
             raise ConfigError(
@@ -140,19 +155,42 @@ class ResponseCache:
         """The stored completion for `key`, exactly as it was put, or None."""
         row = self._pending.get(key)
         if row is None:
-            row = self._conn.execute(
-                f"SELECT {_COLUMNS} FROM responses WHERE key = ?", (key,)
-            ).fetchone()
+            row = self._fetch(f"SELECT {_COLUMNS} FROM responses WHERE key = ?", (key,))
         if row is None:
             return None
         _, texts, reasons, inp, out, think, latency, model, _ = row
-        return Completion(
-            texts=tuple(orjson.loads(texts)),
-            usage=Usage(inp, out, think),
-            finish_reasons=tuple(orjson.loads(reasons)),
-            latency_s=latency,
-            model=model,
-        )
+        try:
+            return Completion(
+                texts=tuple(orjson.loads(texts)),
+                usage=Usage(inp, out, think),
+                finish_reasons=tuple(orjson.loads(reasons)),
+                latency_s=latency,
+                model=model,
+            )
+        except (orjson.JSONDecodeError, TypeError, ValueError) as exc:
+            self._recover(f"an entry that cannot be read: {exc}")
+            return None
+
+    def _fetch(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
+        """One row of a query; a corrupt file is moved aside and the query asked of a fresh one."""
+        try:
+            return self._conn.execute(sql, args).fetchone()
+        except sqlite3.DatabaseError as exc:
+            if not is_corrupt(exc):
+                raise
+            self._recover(str(exc))
+            return self._conn.execute(sql, args).fetchone()
+
+    def _recover(self, why: str) -> None:
+        """Found corrupt mid-run: moved aside (unless another process did already), reopened."""
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+        if self._file is not None and file_id(self.path) == self._file:
+            move_aside(self.path, why)
+        try:
+            self._conn = self._open(self.path)
+        except CorruptCache as exc:
+            raise ConfigError(f"response cache {self.path} is corrupt ({exc}) again") from None
 
     def put(self, key: str, completion: Completion) -> None:
         """Store `completion` under `key` (replacing any entry); committed with its batch."""
@@ -182,30 +220,39 @@ class ResponseCache:
         if not self._pending:
             return
         rows = list(self._pending.values())
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
         try:
+            self._commit(rows)
+        except sqlite3.DatabaseError as exc:
+            if not is_corrupt(exc):
+                raise
+            self._recover(str(exc))
+            self._commit(rows)
+        self._pending.clear()
+
+    def _commit(self, rows: list[_Row]) -> None:
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
             conn.executemany(
                 f"INSERT OR REPLACE INTO responses ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", rows
             )
             conn.execute("COMMIT")
         except BaseException as exc:
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
             # A full disk (or a read-only one): the rows stay pending; every response is in its
             # run's journal too, so nothing bought is lost.
             if isinstance(exc, sqlite3.Error) and _refused_write(exc):
                 raise WriteError(self.path, str(exc)) from exc
             raise
-        self._pending.clear()
 
     def __len__(self) -> int:
-        (committed,) = self._conn.execute("SELECT COUNT(*) FROM responses").fetchone()
+        (committed,) = self._fetch("SELECT COUNT(*) FROM responses")
         new = sum(
             1
             for key in self._pending
-            if self._conn.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone()
-            is None
+            if self._fetch("SELECT 1 FROM responses WHERE key = ?", (key,)) is None
         )
         return int(committed) + new
 

@@ -34,7 +34,6 @@ from ttc.engine._errors import ConfigError
 from ttc.engine._events import Event, RoundEnded, RunStarted
 from ttc.engine._journal import Journal, Landed, SampleKey, difficulty_ratings
 from ttc.engine._limiter import Limiter
-from ttc.engine._lock import RunLock
 from ttc.engine._neighbours import (
     EmbedderSpec,
     NoRetrieval,
@@ -49,7 +48,7 @@ from ttc.engine._result import RunResult, RunTimer
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._round import RoundContext, RoundRun, count_into
 from ttc.engine._rundir import RunDir
-from ttc.engine._runinfo import RunParts, describe_roles, judge_stats, prepare_rundir, role_stats
+from ttc.engine._runinfo import RunParts, describe_roles, judge_stats, open_rundir, role_stats
 from ttc.engine._state import RoundStats, RunState
 from ttc.engine._tokens import TokenEstimator
 from ttc.engine._types import FloatArray, Item, Provider, Sampling, Suite, Usage, require_parts
@@ -63,7 +62,11 @@ log = logging.getLogger("ttc")
 
 
 class Engine:
-    """Runs a test set through a provider with a strategy; use as `async with Engine(...)`."""
+    """Runs a test set through a provider with a strategy; use as `async with Engine(...)`.
+
+    `resume=True` goes on with the run in `out_dir` from its journal; a directory with no
+    journal, or an empty one, is refused (ConfigError) instead of buying every sample again.
+    `resume=run_begun(out_dir)` goes on with a run if there is one, and starts it if not."""
 
     def __init__(
         self,
@@ -192,15 +195,8 @@ class Engine:
             raise ConfigError("the test set is empty")
         # Self-consistency groups answers by the suite's notion of equivalence, if it has one.
         state = RunState(items, self.strategy.judgement, self.suite.answer_key)
-        rundir = self.rundir
-        if rundir is not None and rundir.path.exists() and not rundir.path.is_dir():
-            raise ConfigError(f"--out: {rundir.path} exists and is not a directory")
         timer = RunTimer()
         async with contextlib.AsyncExitStack() as stack:
-            if rundir is not None:
-                # One writer per run directory, before anything is written to it.
-                stack.enter_context(RunLock.of_dir(rundir.path))
-                stack.callback(rundir.detach_log, rundir.attach_log())
             done, embedding = await self._open(stack, state, timer)
             await self._rounds(state, done, embedding)
         return RunResult(
@@ -214,9 +210,10 @@ class Engine:
         """Sets a run up; `stack` undoes each part, in reverse, when the run ends however."""
         cfg = self.config
         needs_vectors = self.strategy.needs_embeddings and cfg.rounds > cfg.warmup_rounds
-        # Everything that can be refused is refused before the journal or a request.
+        done = self._prepare_rundir(stack, state.items)
+        # Everything that can be refused is refused before the journal or a request (after
+        # run.log is open, which names the embedder a fallback resolves to).
         embedder = resolve_embedder(self._embedder_spec) if needs_vectors else None
-        done = self._prepare_rundir(state.items)
         if not self.verifiers.started:  # a pool this run starts, this run closes
             self.verifiers.start()
             stack.push_async_callback(self.verifiers.aclose)
@@ -375,11 +372,13 @@ class Engine:
         if self._journal is not None:
             self._journal.sync()
 
-    def _prepare_rundir(self, items: Sequence[Item]) -> dict[SampleKey, Landed]:
-        """Checks the run directory, writes config.json; returns the journal's samples on resume."""
+    def _prepare_rundir(
+        self, stack: contextlib.AsyncExitStack, items: Sequence[Item]
+    ) -> dict[SampleKey, Landed]:
+        """Checks, locks and opens the run directory; the journal's samples on resume."""
         if self.rundir is None:
             return {}
-        return prepare_rundir(self.rundir, self.parts.describe(items), resume=self.resume)
+        return open_rundir(stack, self.rundir, self.parts.describe(items), resume=self.resume)
 
     def _out_path(self) -> Path | None:
         return None if self.rundir is None else self.rundir.path

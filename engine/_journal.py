@@ -50,6 +50,7 @@ from ttc.engine._events import (
     SampleLanded,
     decode_sample,
 )
+from ttc.engine._records import read_jsonl
 from ttc.engine._types import Verdict
 
 __all__ = ["Journal", "Landed", "SampleKey", "completed_samples", "decode", "read_events"]
@@ -61,28 +62,20 @@ class Encodable(Protocol):
     def encode(self) -> Fields: ...
 
 
-def _lines(path: Path) -> Iterator[tuple[int, Fields]]:
-    """(line number, object) of each line; a torn final line is skipped, a bad one is not."""
+def journal_lines(path: Path) -> Iterator[tuple[int, Fields]]:
+    """(line number, object) of each line; a torn final line is skipped, a bad one is not (a
+    DataError naming the file and the line). A journal that does not exist has no lines."""
     if not path.exists():
         return
-    with path.open("rb") as fh:
-        lines = fh.read().split(b"\n")
-    # A complete journal ends with a newline, so the last piece is empty or a torn write.
-    for lineno, raw in enumerate(lines[:-1], start=1):
-        if not raw.strip():
-            continue
-        try:
-            event = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise DataError(f"{path}:{lineno}: corrupt journal line ({exc})") from exc
-        if not isinstance(event, dict) or "ev" not in event:
+    for lineno, event in read_jsonl(path, strict=True, torn_tail=True):
+        if "ev" not in event:
             raise DataError(f"{path}:{lineno}: journal line has no 'ev' field")
         yield lineno, event
 
 
 def read_journal(path: Path) -> Iterator[Fields]:
     """The lines of a journal in order, as JSON objects (`read_events` gives them typed)."""
-    for _, fields in _lines(path):
+    for _, fields in journal_lines(path):
         yield fields
 
 
@@ -105,13 +98,15 @@ def decode(fields: Fields, where: str = "journal") -> Event:
         raise DataError(f"{where}: unknown journal event {kind!r}")
     try:
         return decoder(fields)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DataError(f"{where}: {kind} event lacks a valid {exc}") from exc
+    except KeyError as exc:
+        raise DataError(f"{where}: {kind} event lacks a valid {exc}") from None
+    except (TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise DataError(f"{where}: {kind} event has a field of the wrong kind ({exc})") from None
 
 
 def read_events(path: Path, kinds: frozenset[str] | None = None) -> Iterator[Event]:
     """The typed events of a journal in order (only those of `kinds`, when given)."""
-    for lineno, fields in _lines(path):
+    for lineno, fields in journal_lines(path):
         if kinds is None or fields["ev"] in kinds:
             yield decode(fields, f"{path}:{lineno}")
 

@@ -37,8 +37,10 @@ class RunLock:
         """The lock of a run directory (created if missing)."""
         return cls(directory / LOCK_NAME, str(directory))
 
-    def acquire(self) -> RunLock:
-        """Takes the lock at once, or raises ConfigError naming the process that holds it."""
+    def acquire(self, *, announce: bool = True) -> RunLock:
+        """Takes the lock at once, or raises ConfigError naming the process that holds it.
+        `announce=False`: the file is not written yet (a resume that reads its journal first
+        leaves a directory it refuses as it was); `announce()` does it later."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -54,16 +56,22 @@ class RunLock:
                 "or stop it, then go on (two writers would buy samples twice)"
             ) from None
         self._fd = fd
-        # Who holds it, for the refusal of a second writer; best effort (a full disk must not
-        # keep a run from starting: the lock is the flock, not this text).
+        if announce:
+            self.announce()
+        return self
+
+    def announce(self) -> None:
+        """Names the holder in the file, for the refusal of a second writer; best effort (a full
+        disk must not keep a run from starting: the lock is the flock, not this text)."""
+        if self._fd is None:
+            return
         # The command line without the credentials of its URLs: it is written, and printed.
         me = f"pid {os.getpid()}: {' '.join(redact_argv(sys.argv))[:300]}\n".encode()
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, me, 0)
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, me, 0)
         except OSError:
             pass
-        return self
 
     def release(self) -> None:
         """Gives the lock up (closing the file drops it)."""

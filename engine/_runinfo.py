@@ -1,21 +1,24 @@
-"""What a run says of itself: config.json's description, the resume check against it, and
-summary.json's parts beyond the per-round totals (the models, the role models' calls and cost).
+"""What a run says of itself: config.json's description, the resume checks (a journal to go on
+from, the same experiment), and summary.json's parts beyond the per-round totals (the models, the
+role models' calls and cost).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ttc.engine._budget import Pricing, StopReason
 from ttc.engine._config import FLAGS, OPERATIONAL, RunConfig
-from ttc.engine._errors import ConfigError
+from ttc.engine._errors import ConfigError, DataError
 from ttc.engine._journal import Landed, SampleKey, completed_samples
+from ttc.engine._lock import RunLock
+from ttc.engine._records import read_json, unreadable
 from ttc.engine._rundir import RunDir, items_sha256
 from ttc.engine._secrets import redact_argv, redact_url
 from ttc.engine._state import RunState
@@ -193,10 +196,68 @@ def _shown(endpoint: Any) -> Any:
     return redact_url(endpoint) if isinstance(endpoint, str) else endpoint
 
 
+def run_begun(out_dir: Path | str) -> bool:
+    """Whether `out_dir` holds a run that was begun (its config.json or its journal): a caller
+    that goes on with a run if there is one, and starts it if not, passes this as `resume`."""
+    rundir = RunDir(Path(out_dir))
+    return rundir.config_path.exists() or rundir.journal_path.exists()
+
+
+def require_journal(rundir: RunDir) -> None:
+    """A resume goes on from the journal: with none, or an empty one, it would buy every sample
+    again, so it is refused instead."""
+    path = rundir.journal_path
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise ConfigError(f"nothing to resume: {path} is missing") from None
+    except OSError as exc:
+        raise unreadable(path, exc) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise DataError(f"{path}: is a directory, not a file")
+    if info.st_size == 0:
+        raise ConfigError(f"nothing to resume: {path} is empty")
+
+
+def open_rundir(
+    stack: contextlib.AsyncExitStack, rundir: RunDir, description: dict[str, Any], *, resume: bool
+) -> dict[SampleKey, Landed]:
+    """Checks the run directory (what can be refused is refused before anything is written),
+    takes its lock, writes config.json and opens run.log, each undone by `stack`; returns the
+    journal's samples on resume."""
+    check_rundir(rundir, description, resume=resume)
+    # One writer per run directory, before anything is written to it; the lock names its
+    # holder once the journal has been read (a corrupt one is refused touching nothing).
+    lock = RunLock.of_dir(rundir.path).acquire(announce=False)
+    stack.callback(lock.release)
+    done = prepare_rundir(rundir, description, resume=resume)
+    lock.announce()
+    stack.callback(rundir.detach_log, rundir.attach_log())
+    return done
+
+
+def check_rundir(rundir: RunDir, description: dict[str, Any], *, resume: bool) -> None:
+    """What can be refused before anything is written, the lock included: an --out that is a
+    file, a resume with no journal to go on from, a config.json that cannot be read, or
+    another experiment's."""
+    if rundir.path.exists() and not rundir.path.is_dir():
+        raise ConfigError(f"--out: {rundir.path} exists and is not a directory")
+    if not resume:
+        return
+    require_journal(rundir)
+    if rundir.config_path.exists():
+        before = read_json(rundir.config_path)
+        if not isinstance(before.get("config", {}), dict):
+            raise DataError(f"{rundir.config_path}: field 'config': expected a JSON object")
+        check_same_run(before, description, rundir.path)
+
+
 def prepare_rundir(
     rundir: RunDir, description: dict[str, Any], *, resume: bool
 ) -> dict[SampleKey, Landed]:
-    """Checks the run directory, writes config.json; returns the journal's samples on resume."""
+    """Under the run's lock, after `check_rundir`: returns the journal's samples on resume (a
+    DataError naming the line of a corrupt one, before anything is written) and writes
+    config.json when the directory has none yet."""
     if not resume:
         if rundir.journal_path.exists():
             raise ConfigError(
@@ -205,9 +266,8 @@ def prepare_rundir(
             )
         rundir.write_config(description)
         return {}
-    if rundir.config_path.exists():
-        before = orjson.loads(rundir.config_path.read_bytes())
-        check_same_run(before, description, rundir.path)
-    else:
+    done = completed_samples(rundir.journal_path)
+    # A journal with no config.json: the warm-up another method shared (`ttc compare`).
+    if not rundir.config_path.exists():
         rundir.write_config(description)
-    return completed_samples(rundir.journal_path)
+    return done

@@ -74,7 +74,7 @@ def _load(path: Path, sidecar: Path, meta: dict[str, Any]) -> FloatArray | None:
         data = path.read_bytes()
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # a sidecar nested too deep included
         _log.warning("embedding cache %s unreadable (%s); recomputing", path, exc)
         return None
     if not isinstance(stored, dict) or {k: stored.get(k) for k in meta} != meta:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import json
 import math
 import re
 import sys
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ttc.engine import ConfigError
+from ttc.engine import ConfigError, DataError, parse_json, read_bytes
 
 __all__ = ["EXTRACTS", "VERIFIERS", "GenericConfig", "import_callable", "read_template"]
 
@@ -105,23 +104,42 @@ def _check_type(f: dataclasses.Field[Any], value: object) -> None:
 
 
 def _read_table(path: Path) -> dict[str, Any]:
-    """The top-level table of a JSON or TOML config file, else ConfigError naming the file."""
+    """The top-level table of a JSON or TOML config file, else a one-line ConfigError naming the
+    file (and the line, where the parser gives one)."""
+    if path.suffix not in (".json", ".toml"):
+        raise ConfigError(f"{path}: a suite config is a .json or .toml file")
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the suite config ({exc.strerror})") from None
-    try:
-        if path.suffix == ".toml":
-            data: object = tomllib.loads(raw.decode("utf-8"))
-        elif path.suffix == ".json":
-            data = json.loads(raw)
-        else:
-            raise ConfigError(f"{path}: a suite config is a .json or .toml file")
-    except (ValueError, UnicodeDecodeError) as exc:  # JSON and TOML errors are ValueErrors
-        raise ConfigError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from None
+        raw = read_bytes(path)
+        data = parse_json(raw, str(path), document=True) if path.suffix == ".json" else None
+    except DataError as exc:  # the engine's reader: missing, a directory, bad UTF-8 or JSON
+        raise ConfigError(str(exc)) from None
+    if data is None:
+        data = _toml(path, raw)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a table of keys at the top level")
     return data
+
+
+_TOML_AT = re.compile(r"(.*) \(at line (\d+), column (\d+)\)$")
+
+
+def _toml(path: Path, raw: bytes) -> dict[str, Any]:
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deep") from None
+    except tomllib.TOMLDecodeError as exc:
+        at = _TOML_AT.match(str(exc))
+        if at is None:
+            raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+        what, lineno, column = at.groups()
+        raise ConfigError(f"{path}:{lineno}: not valid TOML ({what}, column {column})") from None
+    except ValueError:  # Python's int limit, past which a long run of digits is refused
+        limit = sys.get_int_max_str_digits()
+        raise ConfigError(f"{path}: a number of more than {limit} digits") from None
 
 
 def _keys(path: Path, data: dict[str, Any]) -> dict[str, Any]:

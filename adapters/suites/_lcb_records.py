@@ -21,7 +21,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from ttc.engine import DataError, Item
+from ttc.engine import DataError, Item, parse_json, read_jsonl
 
 __all__ = ["TestCase", "read_problems", "unpack"]
 
@@ -63,28 +63,16 @@ def unpack(text: str) -> str:
 
 
 def read_problems(path: Path, in_window: Callable[[date], bool]) -> list[Item]:
-    """The problems of the file at `path` whose contest day is `in_window`, in file order."""
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read the file: {exc.strerror or exc}") from None
+    """The problems of the file at `path` whose contest day is `in_window`, in file order.
+
+    The file is read line by line (the engine's `read_jsonl`): a full LiveCodeBench file is
+    gigabytes."""
     items: list[Item] = []
     seen: dict[str, int] = {}
-    with handle:
-        for lineno, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DataError(
-                    f"{path}, line {lineno}: not UTF-8 text (byte {exc.start + 1} of the "
-                    f"line: {raw[exc.start : exc.start + 1]!r})"
-                ) from None
-            if not line.strip():
-                continue
-            record = _Record.parse(line, f"{path}, line {lineno}")
-            item = _problem(record, lineno, seen, in_window)
-            if item is not None:
-                items.append(item)
+    for lineno, data in read_jsonl(path):
+        item = _problem(_Record(data, f"{path}:{lineno}"), lineno, seen, in_window)
+        if item is not None:
+            items.append(item)
     return items
 
 
@@ -97,18 +85,8 @@ class _Record:
         self.data = data
         self.where = where
 
-    @classmethod
-    def parse(cls, line: str, where: str) -> _Record:
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{where}: malformed JSON: {exc.msg} (column {exc.colno})") from None
-        if not isinstance(data, dict):
-            raise DataError(f"{where}: expected a JSON object, got {type(data).__name__}")
-        return cls(data, where)
-
     def error(self, field: str, problem: str) -> DataError:
-        return DataError(f"{self.where}, field {field!r}: {problem}")
+        return DataError(f"{self.where}: field {field!r}: {problem}")
 
     def require(self, field: str) -> Any:
         if field not in self.data:
@@ -141,10 +119,8 @@ class _Record:
 
     def metadata(self) -> dict[str, Any]:
         raw = self.require("metadata")
-        try:
-            metadata = json.loads(raw) if isinstance(raw, str) else raw
-        except json.JSONDecodeError as exc:
-            raise self.error("metadata", f"malformed JSON: {exc.msg}") from None
+        where = f"{self.where}: field 'metadata'"
+        metadata = parse_json(raw, where) if isinstance(raw, str) else raw
         if not isinstance(metadata, dict):
             raise self.error("metadata", "expected a JSON object")
         return metadata
@@ -168,8 +144,8 @@ def _problem(
     if not in_window(contest.date()):
         return None
     tests = [
-        *_tests(public, f"{record.where}, field 'public_test_cases'", True),
-        *_tests(private, f"{record.where}, field 'private_test_cases'", False),
+        *_tests(public, f"{record.where}: field 'public_test_cases'", True),
+        *_tests(private, f"{record.where}: field 'private_test_cases'", False),
     ]
     testtype = _testtype(record, tests, metadata.get("func_name"))
     return Item(
@@ -214,16 +190,11 @@ def _tests(raw: object, at: str, public: bool) -> list[TestCase]:
 
 def _decode(raw: str, at: str) -> object:
     """The test cases of a field written as JSON, or as LiveCodeBench's base64 blob."""
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        if raw.lstrip().startswith(("[", "{")):  # JSON, not LiveCodeBench's base64
-            raise DataError(
-                f"{at}: malformed JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-            ) from None
+    if raw.lstrip().startswith(("[", "{")):  # JSON, not LiveCodeBench's base64
+        return parse_json(raw, at)
     try:
         return json.loads(unpack(raw))
-    # Any failure to decode is the data's fault; a refused global is one of them.
+    # Any failure to decode is the data's fault (nesting too deep and a refused global too).
     except Exception as exc:
         raise DataError(f"{at}: undecodable test cases: {exc}") from None
 

@@ -1,36 +1,27 @@
 """Reading test-set files: JSONL or CSV records, optionally gzipped, with errors that name where.
 
-The loaders of GPQA and the custom suite read their records here; every DataError names the file,
-the line and the field, and never quotes the data, which may be secret (GPQA).
+The loaders of GPQA and the custom suite read their records here, on the engine's reader
+(`ttc.engine.read_jsonl`, `read_bytes`): every DataError is one line naming the file, the line
+and the field ("FILE:LINE: field 'x': what is wrong"), and never quotes the data, which may be
+secret (GPQA).
 """
 
 from __future__ import annotations
 
 import csv
-import gzip
 import io
-import json
-import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from ttc.engine import DataError
+from ttc.engine import DataError, read_bytes, read_jsonl
 
 __all__ = ["check_unique", "read_records", "record_text"]
 
 
 def _read_text(path: Path) -> str:
-    """The whole file as text. Test sets are small; decoding at once gives exact error lines."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror})") from None
-    if path.name.endswith(".gz"):
-        try:
-            raw = gzip.decompress(raw)
-        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
-            raise DataError(f"{path}: not a readable gzip file ({type(exc).__name__})") from None
+    """The whole file as text. CSV test sets are small; decoding at once gives exact lines."""
+    raw = read_bytes(path)
     try:
         # utf-8-sig: spreadsheets often begin their CSV files with a byte-order mark.
         return raw.decode("utf-8-sig")
@@ -51,27 +42,10 @@ def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     )
     if not kind:
         raise DataError(f"{path}: unknown format; expected .jsonl or .csv, optionally .gz")
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
-    text = _read_text(path)
-    if kind == "csv":
-        yield from _csv_records(path, io.StringIO(text, newline=""))
+    if kind == "jsonl":
+        yield from read_jsonl(path)
         return
-    # split("\n"), not splitlines(): JSON strings may hold U+2028 and other line breaks.
-    for line, chunk in enumerate(text.split("\n"), start=1):
-        if chunk.strip():
-            yield line, _json_record(path, line, chunk)
-
-
-def _json_record(path: Path, line: int, text: str) -> dict[str, Any]:
-    try:
-        record = json.loads(text)
-    except json.JSONDecodeError as exc:
-        # exc.msg never quotes the document, and `from None` drops the exception that holds it.
-        raise DataError(f"{path}:{line}: malformed JSON ({exc.msg}, column {exc.colno})") from None
-    if not isinstance(record, dict):
-        raise DataError(f"{path}:{line}: expected a JSON object, got {type(record).__name__}")
-    return record
+    yield from _csv_records(path, io.StringIO(_read_text(path), newline=""))
 
 
 def _csv_records(path: Path, f: IO[str]) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -24,9 +24,9 @@ from typing import Any, ClassVar
 import orjson
 
 from ttc.engine import ConfigError, DataError, Journal, token_count
+from ttc.engine._records import json_object, parse_json, read_lines, unreadable
 
 URLS = ("/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses")
-_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,12 +115,7 @@ def _parse(
     path: Path, lineno: int, raw: bytes, need_model: bool
 ) -> tuple[str, str, dict[str, Any]]:
     where = f"{path}:{lineno}"
-    try:
-        record = orjson.loads(raw.removeprefix(_BOM) if lineno == 1 else raw)
-    except orjson.JSONDecodeError as exc:
-        raise DataError(f"{where}: not JSON ({exc})") from None
-    if not isinstance(record, dict):
-        raise DataError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    record = json_object(raw, where, strict=True)
     for name in ("custom_id", "method", "url", "body"):
         if name not in record:
             raise DataError(f"{where}: missing field '{name}'")
@@ -138,30 +133,11 @@ def _parse(
     return custom_id, url, body
 
 
-def _lines(path: Path, digest: Any = None) -> Iterator[tuple[int, bytes]]:
-    """(line number, bytes) of each non-blank line, read as the file is walked.
-
-    `digest` (a hashlib object), if given, is fed every byte of the file on the way.
-    """
-    try:
-        fh = path.open("rb")
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    with fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if digest is not None:
-                digest.update(raw)
-            if raw.strip() and raw.strip() != _BOM:
-                yield lineno, raw
-
-
 def scan_input(path: Path, *, need_model: bool) -> InputScan:
     """Validates every line before any request is sent; DataError names the file, line, field."""
     digest = hashlib.sha256()
     first_line: dict[str, int] = {}
-    for lineno, raw in _lines(path, digest):
+    for lineno, raw in read_lines(path, digest=digest):
         custom_id, _, _ = _parse(path, lineno, raw, need_model)
         if custom_id in first_line:
             raise DataError(
@@ -176,7 +152,7 @@ def scan_input(path: Path, *, need_model: bool) -> InputScan:
 
 def iter_jobs(path: Path, skip: bytearray) -> Generator[BatchJob, None, None]:
     """The requests of a scanned input in order, parsed one at a time; `skip[i]` leaves one out."""
-    for index, (lineno, raw) in enumerate(_lines(path)):
+    for index, (lineno, raw) in enumerate(read_lines(path)):
         if index < len(skip) and skip[index]:
             continue
         custom_id, url, body = _parse(path, lineno, raw, need_model=False)
@@ -212,12 +188,16 @@ class BatchJournal:
 
     def _load(self) -> None:
         offset = 0
-        with self.path.open("rb") as fh:
+        try:
+            fh = self.path.open("rb")
+        except OSError as exc:
+            raise unreadable(self.path, exc) from None
+        with fh:
             for lineno, raw in enumerate(fh, start=1):
                 if not raw.endswith(b"\n"):
                     break  # a torn last line: the write that was cut off never happened
+                fields = json_object(raw, f"{self.path}:{lineno}", strict=True)
                 try:
-                    fields = orjson.loads(raw)
                     kind = fields["ev"]
                     if lineno == 1:
                         self._check_input(kind, fields)
@@ -225,12 +205,12 @@ class BatchJournal:
                         result = BatchResult.decode(fields)
                         self.offsets[result.i] = offset
                         self.final[result.i] = result.final
-                except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as e:
-                    raise DataError(f"{self.path}:{lineno}: corrupt journal line ({e!r})") from e
+                except (KeyError, TypeError, ValueError, IndexError) as e:
+                    raise DataError(f"{self.path}:{lineno}: corrupt journal line ({e!r})") from None
                 offset += len(raw)
         if offset != self.path.stat().st_size:
-            with self.path.open("r+b") as fh:
-                fh.truncate(offset)
+            with self.path.open("r+b") as torn:
+                torn.truncate(offset)
         self.replayed = sum(self.final)
 
     def _check_input(self, kind: str, fields: dict[str, Any]) -> None:
@@ -265,7 +245,8 @@ class BatchJournal:
                 if offset < 0:
                     continue
                 fh.seek(offset)
-                yield BatchResult.decode(orjson.loads(fh.readline())).out
+                fields = parse_json(fh.readline(), f"{self.path}", strict=True)
+                yield BatchResult.decode(fields).out
 
     def close(self) -> None:
         self._journal.close()

@@ -24,9 +24,11 @@ from ttc.engine._engine import Engine
 from ttc.engine._errors import ConfigError, DataError
 from ttc.engine._journal import read_journal
 from ttc.engine._lock import LOCK_NAME, RunLock
+from ttc.engine._records import read_json
 from ttc.engine._report import compare_table, plot_coverage, round_row, round_table
 from ttc.engine._result import RunResult
-from ttc.engine._runinfo import SIM_NOTE
+from ttc.engine._rundir import RunDir
+from ttc.engine._runinfo import SIM_NOTE, require_journal, run_begun
 from ttc.engine._state import RunState
 from ttc.engine._types import Item, Suite
 from ttc.engine.cli._progress import Progress
@@ -45,6 +47,8 @@ EXIT_PROVIDER = StopKind.PROVIDER.exit_code
 EXIT_INTERRUPTED = StopKind.INTERRUPTED.exit_code
 # A file of the run could not be written (a full disk): resumable once the cause is gone.
 EXIT_WRITE = 75
+# The methods `ttc compare` runs, in order: elim first, whose warm-up the others share.
+COMPARED = ("elim", "unif", "rand", "adpt")
 
 
 @dataclass
@@ -162,6 +166,9 @@ async def cmd_compare(spec: RunSpec, session: Session) -> int:
     out = out_dir(spec)
     if not spec.resume:
         require_empty(out)
+    for method in COMPARED:
+        if spec.resume and run_begun(out / method):  # refused before anything is written
+            require_journal(RunDir(out / method))
     with RunLock.of_dir(out):  # one `ttc compare` (or resume) writes it at a time
         return await _compare(spec, session, suite, items, out)
 
@@ -174,11 +181,14 @@ async def _compare(
     runs: dict[str, list[dict[str, Any]]] = {}
     # elim runs first; its warm-up samples are then shared with every other method, which
     # replays them from its journal instead of sending them again (same seed, same prompts).
-    for method in ("elim", "unif", "rand", "adpt"):
-        if method != "elim" and not (out / method / "journal.jsonl").exists():
-            share_warmup(out / "elim" / "journal.jsonl", out / method / "journal.jsonl",
-                         spec.warmup_rounds)  # fmt: skip
-        result = await run_one(spec, method, out / method, suite, items, session, resume=True)
+    # A method begun before goes on from its journal (refused if that is gone); one not begun
+    # yet starts, from the shared warm-up.
+    for method in COMPARED:
+        begun = run_begun(out / method)
+        if method != "elim" and not begun:
+            begun = share_warmup(out / "elim" / "journal.jsonl", out / method / "journal.jsonl",
+                                 spec.warmup_rounds)  # fmt: skip
+        result = await run_one(spec, method, out / method, suite, items, session, resume=begun)
         runs[method] = [round_row(s) for s in result.rounds]
         log.info("%s: coverage %.1f%%", method, 100 * result.coverage)
         code = stop_code(result.stopped, out)
@@ -205,16 +215,20 @@ def require_empty(out: Path) -> None:
         raise ConfigError(f"--out: {out} is not empty; pick a new directory")
 
 
-def share_warmup(src: Path, dst: Path, warmup_rounds: int) -> None:
+def share_warmup(src: Path, dst: Path, warmup_rounds: int) -> bool:
     """Copies the warm-up samples, their reward model ratings and their verdicts of one method's
-    journal to another's: the warm-up is neither sent nor judged again."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
+    journal to another's: the warm-up is neither sent nor judged again. False, and no journal
+    written, when there is nothing to share (no warm-up rounds)."""
     lines = [
         orjson.dumps(ev)
         for ev in read_journal(src)
         if ev["ev"] in ("sample", "judge", "verdict") and int(ev["round"]) <= warmup_rounds
     ]
+    if not lines:
+        return False
+    dst.parent.mkdir(parents=True, exist_ok=True)
     dst.write_bytes(b"".join(line + b"\n" for line in lines))
+    return True
 
 
 def resume_argv(run_dir: Path, extra: Sequence[str]) -> tuple[list[str], str]:
@@ -222,7 +236,9 @@ def resume_argv(run_dir: Path, extra: Sequence[str]) -> tuple[list[str], str]:
     for name in ("config.json", "invocation.json"):
         path = run_dir / name
         if path.is_file():
-            data = orjson.loads(path.read_bytes())
+            data = read_json(path)
+            if name == "config.json":  # a run's: refused now if there is nothing to go on from
+                require_journal(RunDir(run_dir))
             invocation = data.get("invocation", data) if name == "config.json" else data
             if isinstance(invocation, dict) and isinstance(invocation.get("argv"), list):
                 argv = [str(a) for a in invocation["argv"]]

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from ttc.engine import ConfigError, DataError, WriteError
+from ttc.engine import ConfigError, DataError, TtcError, WriteError
 from ttc.engine.cli import _commands as commands
 from ttc.engine.cli._parser import build_parser
 from ttc.engine.cli._spec import RunSpec
@@ -87,7 +87,7 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]] | int:
         return args, argv
     try:
         argv, cwd = commands.resume_argv(args.run_dir, args.extra)
-    except DataError as exc:
+    except (ConfigError, DataError) as exc:
         print(f"ttc: error: {exc}", file=sys.stderr)
         return 2
     if Path(cwd).is_dir():
@@ -107,14 +107,23 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]] | int:
 def first_write_error(exc: BaseException) -> WriteError | None:
     """The first write that failed behind `exc`: itself, one in its group, or one that an error
     while cleaning up interrupted (a full disk fails the journal first, then the summary)."""
-    found: WriteError | None = None
+    found = first_error(exc, WriteError)
+    return found if isinstance(found, WriteError) else None
+
+
+def first_error(
+    exc: BaseException, kinds: type[TtcError] | tuple[type[TtcError], ...]
+) -> TtcError | None:
+    """The first error of `kinds` behind `exc`: itself, one in its group (a task's), or one that
+    an error while cleaning up interrupted."""
+    found: TtcError | None = None
     todo, seen = [exc], set()
     while todo:
         error = todo.pop(0)
         if id(error) in seen:
             continue
         seen.add(id(error))
-        if isinstance(error, WriteError):
+        if isinstance(error, kinds):
             found = error  # the deeper in the context chain, the earlier it failed
         if isinstance(error, BaseExceptionGroup):
             todo.extend(error.exceptions)
@@ -149,6 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except (WriteError, BaseExceptionGroup) as exc:
         error = first_write_error(exc)
+        bad_input = first_error(exc, (ConfigError, DataError)) if error is None else None
+        if bad_input is not None:  # raised in a task: the same one line as anywhere else
+            print(f"ttc: error: {bad_input}", file=sys.stderr)
+            return 2
         if error is None:
             raise
         print(f"ttc: error: {error}; free space (or fix the cause), then {_go_on(args, spec)}",

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ttc.engine._errors import DataError
-from ttc.engine._journal import read_journal
+from ttc.engine._journal import journal_lines
+from ttc.engine._records import read_json
 from ttc.engine._report import _percent, _table, accuracy_of, plot_coverage
 
 SIM_SHORT = "simulated: measures the machinery, not the method"
@@ -80,15 +79,9 @@ class RunReport:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = orjson.loads(path.read_bytes())
-    except FileNotFoundError as exc:
-        raise DataError(f"{path}: no such file; is {path.parent} a ttc run directory?") from exc
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise DataError(f"{path}: cannot read it ({exc})") from exc
-    if not isinstance(data, dict):
-        raise DataError(f"{path}: expected a JSON object")
-    return data
+    if not path.exists():
+        raise DataError(f"{path}: no such file; is {path.parent} a ttc run directory?")
+    return read_json(path)
 
 
 def _rounds(path: Path, summary: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
@@ -114,21 +107,18 @@ def _error_counts(path: Path) -> tuple[ErrorCounts, ErrorCounts]:
     """Final sample errors and retries per round and kind, from the journal at `path`."""
     last: dict[tuple[int, str, int], dict[str, Any]] = {}
     retries: dict[int, Counter[str]] = {}
-    try:
-        for lineno, event in enumerate(read_journal(path), start=1):
-            kind = event["ev"]
-            if kind not in ("sample", "retry"):
-                continue
-            try:
-                t = int(event["round"])
-                if kind == "sample":
-                    last[(t, str(event["item"]), int(event["k"]))] = event
-                else:
-                    retries.setdefault(t, Counter())[str(event["error"])] += 1
-            except (KeyError, TypeError, ValueError) as exc:
-                raise DataError(f"{path}: {kind} event #{lineno} lacks a valid {exc}") from exc
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read it ({exc})") from exc
+    for lineno, event in journal_lines(path):
+        kind = event["ev"]
+        if kind not in ("sample", "retry"):
+            continue
+        try:
+            t = int(event["round"])
+            if kind == "sample":
+                last[(t, str(event["item"]), int(event["k"]))] = event
+            else:
+                retries.setdefault(t, Counter())[str(event["error"])] += 1
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"{path}:{lineno}: {kind} event lacks a valid {exc}") from None
     errors: dict[int, Counter[str]] = {}
     for (t, _, _), event in last.items():
         if not event.get("ok", False):

@@ -373,7 +373,9 @@ GOOD = orjson.dumps(request("a")).decode()
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (GOOD + "\nnot json\n", r":2: not JSON"),
+        (GOOD + "\nnot json\n", r":2: malformed JSON \(.*column 1\)"),
+        (GOOD + "\n" + "[" * 200_000 + "]" * 200_000 + "\n", r":2: nested too deep$"),
+        ('{"custom_id": ' + "9" * 5000 + "}\n", r":1: malformed JSON \(number is infinity"),
         ("[1, 2]\n", r":1: expected a JSON object, got list"),
         ('{"method": "POST", "url": "/v1/embeddings", "body": {}}\n', r":1: .*'custom_id'"),
         ('{"custom_id": "x", "url": "/v1/embeddings", "body": {}}\n', r":1: .*'method'"),
@@ -401,6 +403,37 @@ async def test_bad_input_is_named_by_line_before_any_request(
 
 async def test_a_missing_input_is_named(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"in\.jsonl: no such file"):
+        await batch(tmp_path, FakeEndpoint())
+
+
+@pytest.mark.parametrize(
+    ("line", "what"),
+    [(b"{garbage", "malformed JSON ("), (b"[" * 5000, "nested too deep"), (b"[1]", "got list")],
+)
+async def test_a_corrupt_journal_line_is_named_and_nothing_is_sent(
+    tmp_path: Path, line: bytes, what: str
+) -> None:
+    write_input(tmp_path / "in.jsonl", [request(n) for n in ("a", "b", "c")])
+    await batch(tmp_path, FakeEndpoint())
+    journal = journal_path(tmp_path / "out.jsonl")
+    lines = journal.read_bytes().split(b"\n")
+    lines[2] = line
+    journal.write_bytes(b"\n".join(lines))
+    endpoint = FakeEndpoint()
+    with pytest.raises(DataError) as caught:
+        await batch(tmp_path, endpoint, resume=True)
+    assert str(caught.value).startswith(f"{journal}:3: ")
+    assert what in str(caught.value)
+    assert endpoint.calls == []
+
+
+async def test_an_input_that_is_a_directory_or_not_utf8_is_named(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").mkdir()
+    with pytest.raises(DataError, match=r"in\.jsonl: is a directory, not a file$"):
+        await batch(tmp_path, FakeEndpoint())
+    (tmp_path / "in.jsonl").rmdir()
+    (tmp_path / "in.jsonl").write_bytes(GOOD.encode() + b'\n{"custom_id": "\xff"}\n')
+    with pytest.raises(DataError, match=r"in\.jsonl:2: not UTF-8 text$"):
         await batch(tmp_path, FakeEndpoint())
 
 

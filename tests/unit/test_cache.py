@@ -277,15 +277,101 @@ def test_several_processes_write_one_file_at_once(tmp_path: Path) -> None:
         assert cache.get("w3-499") == Completion(("w3",), Usage(499, 499, 499))
 
 
+def _garble(path: Path) -> None:
+    """Overwrites every page after the first two: the header still reads, the rows do not."""
+    data = bytearray(path.read_bytes())
+    assert len(data) > 3 * 4096
+    data[2 * 4096 :] = b"\x5a" * (len(data) - 2 * 4096)
+    path.write_bytes(bytes(data))
+
+
+def _filled(path: Path, n: int = 300) -> None:
+    with ResponseCache(path) as cache:
+        for i in range(n):
+            cache.put(f"k{i}", Completion((f"answer {i}" * 20,), Usage(i, i, i)))
+
+
+def _aside(path: Path) -> list[Path]:
+    """The files a corrupt cache was moved aside to (not their WAL files)."""
+    found = path.parent.glob(f"{path.name}.corrupt-*")
+    return sorted(p for p in found if not p.name.endswith(("-wal", "-shm")))
+
+
 @pytest.mark.parametrize(
     "content", [b"this is not a database, just some text\n" * 100, b"\x00\xff" * 4096]
 )
-def test_a_corrupt_file_is_a_config_error(tmp_path: Path, content: bytes) -> None:
+def test_a_file_that_is_not_sqlite_is_moved_aside_and_a_fresh_cache_used(
+    tmp_path: Path, content: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "c.sqlite3"
     path.write_bytes(content)
+    with ResponseCache(path) as cache:
+        assert cache.get("k") is None
+        cache.put("k", Completion(("fresh",), Usage(1, 2, 3)))
+    with ResponseCache(path) as cache:
+        assert cache.get("k") == Completion(("fresh",), Usage(1, 2, 3))
+    (moved,) = _aside(path)
+    assert moved.read_bytes() == content  # kept as it was, for whoever wants to look
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert str(path) in warning
+    assert moved.name in warning
+    assert "\n" not in warning
+
+
+def test_a_cache_found_corrupt_by_a_lookup_mid_run_is_moved_aside(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "c.sqlite3"
+    _filled(path)
+    cache = ResponseCache(path)  # opens cleanly: the header is whole
+    _garble(path)
+    assert cache.get("k7") is None  # SQLite: "database disk image is malformed"
+    assert len(_aside(path)) == 1
+    assert any("malformed" in r.getMessage() for r in caplog.records)
+    cache.put("k7", Completion(("again",), Usage(1, 1, 1)))
+    cache.close()
+    with ResponseCache(path) as fresh:
+        assert len(fresh) == 1
+        assert fresh.get("k7") == Completion(("again",), Usage(1, 1, 1))
+
+
+def test_a_cache_found_corrupt_by_a_commit_keeps_what_was_pending(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    _filled(path)
+    cache = ResponseCache(path, flush_every=10_000)
+    _garble(path)
+    for i in range(300, 310):
+        cache.put(f"k{i}", Completion(("new",), Usage(i, i, i)))
+    cache.close()  # the commit meets the damage; the batch goes to a fresh file
+    assert len(_aside(path)) == 1
+    with ResponseCache(path) as fresh:
+        assert len(fresh) == 10
+        assert fresh.get("k305") == Completion(("new",), Usage(305, 305, 305))
+
+
+def test_a_cache_another_process_already_replaced_is_not_moved_again(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    _filled(path)
+    first, second = ResponseCache(path), ResponseCache(path)
+    _garble(path)
+    assert first.get("k1") is None  # moves the file aside, opens a fresh one
+    first.put("mine", Completion(("kept",), Usage(1, 1, 1)))
+    first.flush()
+    assert second.get("k2") is None  # its connection still reads the damaged file
+    assert len(_aside(path)) == 1  # the fresh file the first one made stays where it is
+    assert second.get("mine") == Completion(("kept",), Usage(1, 1, 1))
+    first.close()
+    second.close()
+
+
+def test_a_directory_in_place_of_the_cache_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    path.mkdir()
     with pytest.raises(ConfigError, match="--no-cache") as info:
         ResponseCache(path)
     assert str(path) in str(info.value)
+    assert path.is_dir()
+    assert _aside(path) == []
 
 
 def test_a_cache_of_another_schema_version_is_a_config_error(tmp_path: Path) -> None:

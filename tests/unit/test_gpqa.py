@@ -427,7 +427,7 @@ def test_bad_input_names_file_line_and_field(
 
 
 def test_missing_empty_and_unreadable_files(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match=r"nothing\.jsonl: file not found"):
+    with pytest.raises(DataError, match=r"nothing\.jsonl: no such file"):
         GPQASuite(tmp_path / "nothing.jsonl")
     (tmp_path / "empty.csv").write_text(",".join(COLUMNS) + "\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"empty\.csv: no records"):

@@ -116,6 +116,38 @@ def test_a_line_lacking_a_field_names_the_file_and_line(tmp_path: Path) -> None:
         list(read_events(path))
 
 
+@pytest.mark.parametrize(
+    ("line", "what"),
+    [
+        (b"{garbage", "malformed JSON ("),
+        (b'{"ev": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested too deep"),
+        (b'{"ev":"sample","text":"caf\xe9"}', "not UTF-8 text"),
+        (b'["ev"]', "expected a JSON object, got list"),
+        (b'{"round": 1}', "journal line has no 'ev' field"),
+        (
+            b'{"ev":"sample","round":1,"item":"q0","k":0,"ok":true,"text":"x","usage":5}',
+            "wrong kind",
+        ),
+    ],
+)
+def test_a_corrupt_line_is_one_error_naming_the_file_and_line(
+    tmp_path: Path, line: bytes, what: str
+) -> None:
+    path = _journal(tmp_path, [LINES[0], LINES[1], line, LINES[2]])
+    with pytest.raises(DataError) as caught:
+        completed_samples(path)
+    assert str(caught.value).startswith(f"{path}:3: ")
+    assert what in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_torn_last_line_is_not_read(tmp_path: Path) -> None:
+    path = _journal(tmp_path, LINES[:2])
+    with path.open("ab") as fh:
+        fh.write(LINES[2][:20])  # a write cut short by a kill: no newline
+    assert list(completed_samples(path)) == [(1, "q0", 0)]
+
+
 def test_a_stop_reason_carries_the_exit_code_of_ttc() -> None:
     assert StopReason.budget("--max-cost $1 reached").exit_code == EXIT_BUDGET
     assert StopReason.provider("HTTP 401").exit_code == EXIT_PROVIDER

@@ -135,7 +135,7 @@ def test_restricted_unpickler_refuses_code(tmp_path: Path) -> None:
     with pytest.raises(DataError) as caught:
         LiveCodeBenchSuite(path).items()
     message = str(caught.value)
-    assert message.startswith(f"{path}, line 1, field 'private_test_cases': undecodable")
+    assert message.startswith(f"{path}:1: field 'private_test_cases': undecodable")
     assert "refusing to load the global" in message
     assert not marker.exists()
 
@@ -181,7 +181,7 @@ BAD_LINES = [
     (
         "malformed JSON tests",
         with_(public_test_cases='[{"input": "1", "output": "1", "testtype": "stdin"'),
-        "field 'public_test_cases': malformed JSON: Expecting ',' delimiter (line 1, column 51)",
+        "field 'public_test_cases': malformed JSON (Expecting ',' delimiter, column 51)",
     ),
     (
         "tests not a list",
@@ -223,13 +223,13 @@ def test_bad_input_names_file_line_and_field(tmp_path: Path, change: Any, fragme
     path = write(tmp_path / "broken.jsonl", [json.dumps(record("lcb_sum_pairs")), second])
     with pytest.raises(DataError) as caught:
         LiveCodeBenchSuite(path).items()
-    assert str(caught.value).startswith(f"{path}, line 2")
+    assert str(caught.value).startswith(f"{path}:2: ")
     assert fragment in str(caught.value)
 
 
 def test_functional_tests_need_a_func_name(tmp_path: Path) -> None:
     path = write(tmp_path / "f.jsonl", [json.dumps(record("lcb_max_subarray", metadata="{}"))])
-    with pytest.raises(DataError, match=r"f\.jsonl, line 1, field 'metadata': functional"):
+    with pytest.raises(DataError, match=r"f\.jsonl:1: field 'metadata': functional"):
         LiveCodeBenchSuite(path).items()
 
 
@@ -245,7 +245,7 @@ def test_a_file_that_is_not_utf8_names_the_line(tmp_path: Path) -> None:
     path.write_bytes(good + b"\n" + bad.encode("latin-1") + b"\n")
     with pytest.raises(DataError) as caught:
         LiveCodeBenchSuite(path).items()
-    assert str(caught.value).startswith(f"{path}, line 2: not UTF-8 text")
+    assert str(caught.value).startswith(f"{path}:2: not UTF-8 text")
 
 
 def test_a_sandbox_that_does_not_work_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:

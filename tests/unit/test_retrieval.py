@@ -255,7 +255,7 @@ def test_cache_recomputes_on_mismatch(
     assert again.calls == []
 
 
-@pytest.mark.parametrize("damage", ["truncate", "garbage", "flip", "sidecar"])
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "flip", "sidecar", "deep sidecar"])
 def test_cache_recomputes_a_damaged_file(tmp_path: Path, damage: str) -> None:
     path = tmp_path / "embeddings.npy"
     want = cached_embeddings(path, IDS, TEXTS, CountingEmbedder())
@@ -266,8 +266,10 @@ def test_cache_recomputes_a_damaged_file(tmp_path: Path, damage: str) -> None:
         path.write_bytes(b"not a numpy file")
     elif damage == "flip":  # a valid header over changed numbers
         path.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))
-    else:
+    elif damage == "sidecar":
         path.with_suffix(".json").write_text("{not json")
+    else:  # nested past Python's recursion limit
+        path.with_suffix(".json").write_text("[" * 200_000 + "]" * 200_000)
     embedder = CountingEmbedder()
     got = cached_embeddings(path, IDS, TEXTS, embedder)
     assert sum(embedder.calls) == 10

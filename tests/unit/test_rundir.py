@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pytest
 from fakes import FakeSuite, ScriptedProvider, Step, items
 
-from ttc.engine import ConfigError, DataError, Engine, RunConfig, RunResult
+from ttc.engine import ConfigError, DataError, Engine, RunConfig, RunResult, run_begun
 from ttc.engine._events import RunStarted
 from ttc.engine._journal import Journal, read_journal
 
@@ -163,3 +164,76 @@ async def test_an_interrupted_run_reports_what_it_did(tmp_path: Path) -> None:
     assert summary["output_tokens"] == sum(r["output_tokens"] for r in results) == 30
     landed = [e for e in read_journal(tmp_path / "journal.jsonl") if e["ev"] == "sample"]
     assert len(landed) == 3
+
+
+def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file of a directory: its bytes and its modification time."""
+    return {
+        str(p.relative_to(directory)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.mark.parametrize(
+    ("spoil", "words"),
+    [
+        (lambda d: (d / "journal.jsonl").unlink(), "journal.jsonl is missing"),
+        (lambda d: (d / "journal.jsonl").write_bytes(b""), "journal.jsonl is empty"),
+    ],
+)
+async def test_a_resume_with_no_journal_to_go_on_from_is_refused_touching_nothing(
+    tmp_path: Path, spoil: Callable[[Path], object], words: str
+) -> None:
+    await run(ScriptedProvider(dict(SCRIPT)), tmp_path)
+    spoil(tmp_path)
+    before = snapshot(tmp_path)
+    provider = ScriptedProvider(dict(SCRIPT))
+    with pytest.raises(ConfigError) as caught:
+        await run(provider, tmp_path, resume=True)
+    assert str(caught.value) == f"nothing to resume: {tmp_path / words}"
+    assert provider.history == []
+    assert snapshot(tmp_path) == before
+
+
+async def test_a_resume_of_a_directory_that_does_not_exist_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "typo"
+    with pytest.raises(ConfigError, match=r"nothing to resume: .*typo/journal\.jsonl is missing"):
+        await run(ScriptedProvider(), out, resume=True)
+    assert not out.exists()
+    assert not run_begun(out)
+    await run(ScriptedProvider(dict(SCRIPT)), out)  # a fresh run needs no journal
+    assert run_begun(out)
+
+
+@pytest.mark.parametrize(
+    ("spoil", "where"),
+    [
+        (lambda d: _truncate(d / "config.json", 40), r"config\.json:\d+: malformed JSON \("),
+        (lambda d: (d / "config.json").write_text('{"config": 7}'), "field 'config'"),
+        (lambda d: _replace_line(d / "journal.jsonl", 4, b"{garbage"), r"journal\.jsonl:4: "),
+        (lambda d: _replace_line(d / "journal.jsonl", 2, b"[" * 5000), r"journal\.jsonl:2: nested"),
+    ],
+)
+async def test_a_corrupt_config_or_journal_refuses_the_resume_touching_nothing(
+    tmp_path: Path, spoil: Callable[[Path], object], where: str
+) -> None:
+    await run(ScriptedProvider(dict(SCRIPT)), tmp_path)
+    spoil(tmp_path)
+    before = snapshot(tmp_path)
+    provider = ScriptedProvider(dict(SCRIPT))
+    with pytest.raises(DataError, match=where) as caught:
+        await run(provider, tmp_path, resume=True)
+    assert "\n" not in str(caught.value)
+    assert provider.history == []
+    assert snapshot(tmp_path) == before  # the lock's file included: it names no new holder
+
+
+def _truncate(path: Path, size: int) -> None:
+    path.write_bytes(path.read_bytes()[:size])
+
+
+def _replace_line(path: Path, lineno: int, line: bytes) -> None:
+    lines = path.read_bytes().split(b"\n")
+    lines[lineno - 1] = line
+    path.write_bytes(b"\n".join(lines))
