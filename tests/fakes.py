@@ -184,6 +184,30 @@ class Seen:
     query: str = ""
 
 
+async def serve_everything(
+    handle: Callable[[web.Request], Awaitable[web.StreamResponse]], prefix: str = ""
+) -> tuple[web.AppRunner, str]:
+    """Serves every path with `handle` on a free port of 127.0.0.1: the runner (the caller cleans
+    it up) and the URL, `prefix` appended."""
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}{prefix}"
+
+
+def chat_reply(content: str = "4", usage: object = None) -> Reply:
+    """An OpenAI chat completion answering `content`, with `usage` if given."""
+    body: dict[str, object] = {
+        "model": "m",
+        "choices": [{"index": 0, "message": {"content": content}, "finish_reason": "stop"}],
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return Reply(body=body)
+
+
 @dataclass
 class Loopback:
     """A real HTTP server on 127.0.0.1 answering from a script; records every request.
@@ -219,12 +243,8 @@ class Loopback:
 
     async def start(self, prefix: str = "") -> web.AppRunner:
         """Serves every path on a free port of 127.0.0.1; the caller cleans the runner up."""
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}{prefix}"
+        runner, url = await serve_everything(self.handle, prefix)
+        self.url = url
         return runner
 
 
@@ -276,12 +296,8 @@ class HugeServer:
 
     async def start(self, prefix: str = "") -> web.AppRunner:
         """Serves every path on a free port of 127.0.0.1; the caller cleans the runner up."""
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}{prefix}"
+        runner, url = await serve_everything(self.handle, prefix)
+        self.url = url
         return runner
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 from fakes import Reply, Seen, StartHuge, StartLoopback
+from fakes import chat_reply as chat
 
 from ttc.engine._journal import read_journal
 
@@ -39,16 +40,6 @@ async def ttc(tmp: Path, *args: str) -> tuple[int, str, str]:
 
 def openai(url: str) -> list[str]:
     return ["--provider", "openai", "--model", "m", "--base-url", url, "--api-key-env", KEY_ENV]
-
-
-def chat(content: str, usage: Any = None) -> Reply:
-    body: dict[str, Any] = {
-        "model": "m",
-        "choices": [{"index": 0, "message": {"content": content}, "finish_reason": "stop"}],
-    }
-    if usage is not None:
-        body["usage"] = usage
-    return Reply(body=body)
 
 
 def load(path: Path) -> Any:

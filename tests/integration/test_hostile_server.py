@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from fakes import Loopback, Reply, Seen, StartHuge, StartLoopback
+from fakes import chat_reply as chat
 
 from ttc.adapters.embedders._remote_embed import EmbedOptions, GeminiEmbedder, OpenAIEmbedder
 from ttc.adapters.providers._connection import Connection
@@ -29,16 +30,6 @@ KEY = "sk-hostile-SECRET-0123456789abcdef"
 
 def ask(text: str = "What is 2+2?") -> Request:
     return Request(messages=(Message("user", text),), sampling=Sampling(), item_id="q0")
-
-
-def chat(content: str = "4", usage: object = None) -> Reply:
-    body: dict[str, object] = {
-        "model": "m",
-        "choices": [{"index": 0, "message": {"content": content}, "finish_reason": "stop"}],
-    }
-    if usage is not None:
-        body["usage"] = usage
-    return Reply(body=body)
 
 
 def refuse_for_years(seen: Seen) -> Reply:
