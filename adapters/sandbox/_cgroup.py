@@ -29,7 +29,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-from ._remove import PREFIX, start_time
+from ._proc import owner_gone, owner_tag
 
 __all__ = ["Cgroups", "Group", "probe"]
 
@@ -245,21 +245,13 @@ def _mounts() -> dict[str, tuple[str, str]]:
     return found
 
 
-def _own_name() -> str:
-    pid = os.getpid()
-    return f"{PREFIX}{pid}-{start_time(pid)}"
-
-
 def _sweep(directory: str) -> None:
     """Kills and removes the groups of ttc processes that are gone."""
     try:
-        names = [n for n in os.listdir(directory) if n.startswith(PREFIX)]
+        names = [n for n in os.listdir(directory) if owner_gone(n)]
     except OSError:
         return
     for name in names:
-        pid, _, start = name[len(PREFIX) :].partition("-")
-        if pid.isdigit() and start_time(int(pid)) == start:
-            continue  # its process lives
         parent = os.path.join(directory, name)
         with contextlib.suppress(OSError):
             for child in os.listdir(parent):
@@ -277,7 +269,7 @@ def _place(kind: str, own: str, mount: tuple[str, str]) -> _Place | None:
         return None
     base = os.path.normpath(os.path.join(point, relative))
     _sweep(base)
-    parent = os.path.join(base, _own_name())
+    parent = os.path.join(base, owner_tag())
     try:
         os.mkdir(parent)
     except FileExistsError:

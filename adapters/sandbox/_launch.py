@@ -30,6 +30,7 @@ from typing import Any
 
 from ._cgroup import Cgroups, Group
 from ._limits import NPROC, cpu_limit, environment, pdeathsig, rlimits
+from ._proc import stat_fields
 from ._remove import owned_name, remove_tree
 from ._result import RunOptions, SandboxResult
 
@@ -307,12 +308,8 @@ def _wait_gone(pids: list[int], wait_s: float = 5.0) -> None:
 
 def _running(pid: int) -> bool:
     """Whether `pid` exists and is not a zombie (which may wait long for an init that reaps)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return False
-    return raw[raw.rfind(b")") + 2 : raw.rfind(b")") + 3] != b"Z"
+    fields = stat_fields(pid)
+    return fields is not None and fields[0] != b"Z"
 
 
 def _read_head(file: Any, limit: int) -> tuple[bytes, bool]:

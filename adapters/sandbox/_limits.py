@@ -14,6 +14,7 @@ import resource
 import signal
 from typing import Any
 
+from ._proc import stat_fields
 from ._result import RunOptions
 
 __all__ = ["NOBODY", "NPROC", "PRCTL", "cpu_limit", "environment", "pdeathsig", "rlimits"]
@@ -94,9 +95,8 @@ def _nproc_limit(uid: int) -> int:
             try:
                 if entry.stat(follow_symlinks=False).st_uid != uid:
                     continue
-                with open(f"/proc/{entry.name}/stat", "rb") as f:
-                    stat = f.read()
-                count += int(stat[stat.rfind(b")") + 2 :].split()[17])  # num_threads
+                fields = stat_fields(int(entry.name))
+                count += int(fields[17]) if fields is not None else 0  # num_threads
             except (OSError, ValueError, IndexError):
                 continue
     return count + NPROC

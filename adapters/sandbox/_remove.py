@@ -17,27 +17,18 @@ import os
 import stat
 import tempfile
 
-__all__ = ["PREFIX", "owned_name", "remove_tree", "start_time", "sweep"]
+from ._proc import owner_gone, owner_tag
+
+__all__ = ["owned_name", "remove_tree", "sweep"]
 
 _log = logging.getLogger("ttc")
 
-PREFIX = "ttc-sandbox-"
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def owned_name() -> str:
-    """The prefix of this process's scratch directories: `ttc-sandbox-<pid>-<start time>-`."""
-    return f"{PREFIX}{os.getpid()}-{start_time(os.getpid())}-"
-
-
-def start_time(pid: int) -> str:
-    """The start time of the process `pid` (clock ticks after boot), "0" if there is none."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return "0"
-    return raw[raw.rfind(b")") + 2 :].split()[19].decode()
+    """The prefix of this process's scratch directories: its tag (`_proc`) and a dash."""
+    return owner_tag() + "-"
 
 
 def _open_child(parent: int, name: str) -> int | None:
@@ -123,15 +114,11 @@ def sweep(directory: str | None = None) -> int:
     """Removes the scratch directories of ttc processes that are gone; how many."""
     where = directory or tempfile.gettempdir()
     try:
-        names = [n for n in os.listdir(where) if n.startswith(PREFIX)]
+        names = [n for n in os.listdir(where) if owner_gone(n)]
     except OSError:
         return 0
     removed = 0
     for name in names:
-        pid, _, rest = name[len(PREFIX) :].partition("-")
-        start = rest.partition("-")[0]
-        if not (pid.isdigit() and start.isdigit()) or start_time(int(pid)) == start:
-            continue  # not named by this code, or its process lives
         remove_tree(os.path.join(where, name))
         removed += 1
     return removed

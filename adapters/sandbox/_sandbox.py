@@ -50,8 +50,8 @@ Call `run_python` from one thread per process (`preexec_fn` is not safe to run w
 threads fork), as the verifier worker processes do.
 
 The layers are modules: `_confine` and `_boot` (the child's first Python), `_seccomp`, `_cgroup`,
-`_limits` (rlimits, prctl, environment), `_launch` (one process), `_remove`, `_result`; this
-module probes which setup works here.
+`_limits` (rlimits, prctl, environment), `_launch` (one process), `_remove`, `_proc`, `_result`;
+this module probes which setup works here.
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ _log = logging.getLogger("ttc")
 
 _UNSHARE_FLAGS = ("--net", "--ipc", "--pid", "--fork", "--kill-child", "--mount-proc")
 _NAMESPACES = ("net", "ipc", "pid", "mount")
+_SYSTEM_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
 _PROBE = (
     "import json, sys\n"  # json: the standard library is readable, not only the interpreter
     "print(sys.version_info >= (3, 10))\n"
@@ -137,12 +138,11 @@ def _probe(setup: Setup) -> tuple[str | None, str]:
     return f"{setup.python}: exit status {result.returncode}: {text[-1][:200]}", "?"
 
 
-def _variants(allow_unshare: bool, base: Setup) -> list[tuple[str, Setup]]:
-    """The setups to try, strongest first, each named."""
+def _variants(unshare: str | None, base: Setup) -> list[tuple[str, Setup]]:
+    """The setups to try, strongest first, each named (namespaces only with `unshare`)."""
     root = os.geteuid() == 0
     variants: list[tuple[str, Setup]] = []
-    unshare = shutil.which("unshare", path="/usr/bin:/bin:/usr/sbin:/sbin")
-    if allow_unshare and unshare is not None:
+    if unshare is not None:
         wrapper: tuple[str, ...]
         namespaces: tuple[str, ...]
         if root:
@@ -151,7 +151,7 @@ def _variants(allow_unshare: bool, base: Setup) -> list[tuple[str, Setup]]:
             wrapper = (unshare, "--map-root-user", *_UNSHARE_FLAGS, "--")
             namespaces = ("user", *_NAMESPACES)
         # setpriv gives unshare the parent-death signal without a fork of ttc in Python
-        setpriv = shutil.which("setpriv", path="/usr/bin:/bin:/usr/sbin:/sbin")
+        setpriv = shutil.which("setpriv", path=_SYSTEM_PATH)
         if setpriv is not None:
             wrapper = (setpriv, "--pdeathsig", "KILL", "--", *wrapper)
         strongest = replace(
@@ -176,9 +176,10 @@ def _make_setup(allow_unshare: bool = True) -> _Chosen:
     strongest is logged as a warning."""
     sweep()
     missing: dict[str, str] = {}
+    unshare = shutil.which("unshare", path=_SYSTEM_PATH) if allow_unshare else None
     if not allow_unshare:
         missing["namespaces"] = "not allowed by the caller"
-    elif shutil.which("unshare", path="/usr/bin:/bin:/usr/sbin:/sbin") is None:
+    elif unshare is None:
         missing["namespaces"] = "unshare (util-linux) is not installed"
     bpf = filter_program()
     if bpf is None:
@@ -195,7 +196,7 @@ def _make_setup(allow_unshare: bool = True) -> _Chosen:
     uid = NOBODY if os.geteuid() == 0 else os.geteuid()
     base = Setup("", (), (), uid, bpf=bpf or b"", cgroups=cgroups)
     failures: list[str] = []
-    for label, variant in _variants(allow_unshare, base):
+    for label, variant in _variants(unshare, base):
         why = "no interpreter"
         for python in _candidate_pythons():
             candidate = replace(variant, python=python)

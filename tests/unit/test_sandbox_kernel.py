@@ -255,11 +255,11 @@ def test_a_program_that_swaps_its_tree_for_links_harms_nothing_outside(tmp_path:
 def test_stale_scratch_directories_are_swept(tmp_path: Path) -> None:
     from ttc.adapters.sandbox import _remove
 
-    dead = tmp_path / f"{_remove.PREFIX}999999999-1-abc"
+    dead = tmp_path / "ttc-sandbox-999999999-1-abc"
     (dead / "scratch").mkdir(parents=True)
     mine = tmp_path / f"{_remove.owned_name()}xyz"
     mine.mkdir()
-    foreign = tmp_path / f"{_remove.PREFIX}k2j4x9"  # named by something else: not ours to judge
+    foreign = tmp_path / "ttc-sandbox-k2j4x9"  # named by something else: not ours to judge
     foreign.mkdir()
     assert _remove.sweep(str(tmp_path)) == 1
     assert not dead.exists()
