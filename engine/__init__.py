@@ -50,6 +50,7 @@ from ttc.engine._runinfo import SIM_NOTE, run_begun
 from ttc.engine._secrets import (
     REDACTED,
     URL_REDACTED,
+    basic_token,
     redact,
     redact_argv,
     redact_json,
@@ -169,6 +170,7 @@ __all__ = [
     "VerifierPool",
     "WriteError",
     "ZeroShot",
+    "basic_token",
     "completed_samples",
     "decode",
     "items_sha256",

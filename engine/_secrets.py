@@ -30,6 +30,7 @@ __all__ = [
     "MIN_SECRET",
     "REDACTED",
     "URL_REDACTED",
+    "basic_token",
     "is_credential_param",
     "redact",
     "redact_argv",
@@ -57,8 +58,9 @@ def is_credential_param(name: str) -> bool:
     return norm in _EXACT or norm.endswith(_ENDINGS)
 
 
-def _basic_token(user: str, password: str) -> str:
-    """The token HTTP Basic auth sends for user:password (what an echoing server shows)."""
+def basic_token(user: str, password: str) -> str:
+    """The token HTTP Basic auth sends for user:password (Latin-1, else UTF-8): what a provider
+    sends after "Basic ", and what an echoing server shows."""
     raw = f"{user}:{password}"
     try:
         data = raw.encode("latin-1")
@@ -71,7 +73,7 @@ def _userinfo_secrets(userinfo: str) -> list[str]:
     user, has_password, password = userinfo.partition(":")
     if not has_password or not password:
         return [userinfo, unquote(userinfo)]
-    return [password, unquote(password), _basic_token(unquote(user), unquote(password))]
+    return [password, unquote(password), basic_token(unquote(user), unquote(password))]
 
 
 def _query(query: str, found: list[str]) -> str:

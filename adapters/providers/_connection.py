@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import aiohttp
 
 from ttc.adapters.providers._capped import MAX_RESPONSE_BYTES, capped_response, check_cap
-from ttc.engine import ConfigError, redact_url, url_credentials
+from ttc.engine import ConfigError, basic_token, redact_url, url_credentials
 
 __all__ = ["BaseURL", "Connection", "check_provider"]
 
@@ -95,9 +95,7 @@ class BaseURL:
         authorization = None
         if at:
             user, _, password = userinfo.partition(":")
-            user, password = unquote(user), unquote(password)
-            encoding = "latin1" if _latin1(user + password) else "utf-8"
-            authorization = aiohttp.encode_basic_auth(user, password, encoding=encoding)
+            authorization = "Basic " + basic_token(unquote(user), unquote(password))
         root = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
         query = f"?{parts.query}" if parts.query else ""
         return cls(redact_url(url.rstrip("/")), root, query, authorization, secrets)
@@ -105,11 +103,3 @@ class BaseURL:
     def url(self, path: str = "") -> str:
         """The URL of `path` (which starts with /) under this base, its query kept."""
         return f"{self.root}{path}{self.query}"
-
-
-def _latin1(text: str) -> bool:
-    try:
-        text.encode("latin-1")
-    except UnicodeEncodeError:
-        return False
-    return True
