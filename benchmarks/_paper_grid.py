@@ -212,9 +212,12 @@ class Grid:
                     # The suite's pool, started once for all its runs.
                     verifiers=pool,
                 )
+                if self.stopping is not None:  # stopped while it was wired: not begun
+                    why = "stopped before it began"
+                    return Outcome(
+                        ls.name, seed, method, out, "skipped", why, stopped=self.stopping
+                    )
                 self.current = engine
-                if self.stopping is not None:
-                    engine.stop(self.stopping)
                 result = await engine.run(ls.items)
         finally:
             self.current = None

@@ -68,6 +68,7 @@ from ttc.engine._secrets import (
     withheld,
 )
 from ttc.engine._state import QuestionRecord, RoundStats, RunState
+from ttc.engine._stream import QuestionGaveUp, QuestionSolved, RunEnded, StreamEvent
 from ttc.engine._tokens import MAX_RESPONSE_TOKENS, TokenEstimator, text_tokens, token_count
 from ttc.engine._types import (
     Completion,
@@ -146,7 +147,9 @@ __all__ = [
     "Provider",
     "ProviderCache",
     "ProviderError",
+    "QuestionGaveUp",
     "QuestionRecord",
+    "QuestionSolved",
     "RandomICL",
     "RateInfo",
     "RateLimited",
@@ -160,6 +163,7 @@ __all__ = [
     "RoundEnded",
     "RoundStats",
     "RunConfig",
+    "RunEnded",
     "RunObserver",
     "RunResult",
     "RunStarted",
@@ -171,6 +175,7 @@ __all__ = [
     "StopKind",
     "StopReason",
     "Strategy",
+    "StreamEvent",
     "Suite",
     "TemperatureSchedule",
     "TokenEstimator",

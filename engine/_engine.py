@@ -21,15 +21,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
-from ttc.engine._budget import Pricing, RunBudget, StopReason
+from ttc.engine._budget import RunBudget, StopReason
 from ttc.engine._cache import ProviderCache
 from ttc.engine._config import RunConfig
-from ttc.engine._errors import ConfigError, VerifierError
+from ttc.engine._errors import ConfigError, describe_failure
 from ttc.engine._events import Event, RoundEnded, RunStarted
 from ttc.engine._journal import Journal, Landed, SampleKey, difficulty_ratings
 from ttc.engine._limiter import Limiter
@@ -45,20 +44,24 @@ from ttc.engine._options import EngineOptions
 from ttc.engine._prices import price_for
 from ttc.engine._result import RunResult
 from ttc.engine._retry import RetryPolicy
+from ttc.engine._roles import RoleModels
 from ttc.engine._round import RoundContext, RoundRun, count_into
 from ttc.engine._rundir import RunDir
-from ttc.engine._runinfo import RunParts, describe_roles, judge_stats, open_rundir, role_stats
+from ttc.engine._runinfo import RunParts, open_rundir
 from ttc.engine._state import RoundStats, RunState
+from ttc.engine._stream import RunEnded, Sink, SolvedWatch, StreamEvent, stream_of
 from ttc.engine._tokens import TokenEstimator
-from ttc.engine._types import FloatArray, Item, Provider, Sampling, Suite, Usage, require_parts
+from ttc.engine._types import FloatArray, Item, Provider, Suite, Usage, require_parts
 from ttc.engine._verify import VerifierPool
 from ttc.engine._walltime import RunTimer, past_times
 from ttc.engine.strategy._contract import Allotment, DemoPlan
-from ttc.engine.strategy._difficulty import Estimates
-from ttc.engine.strategy._judges import RoleCaller
 from ttc.engine.strategy._strategy import preset
 
 log = logging.getLogger("ttc")
+
+
+def _drop(event: StreamEvent) -> None:
+    return None
 
 
 class Engine:
@@ -86,8 +89,6 @@ class Engine:
         self.suite = suite
         self.config = cfg = config or RunConfig()
         self.strategy = opts.strategy or preset(cfg, suite.name)
-        # The models besides the policy: `judge` (the reward model), `difficulty` (da).
-        self.roles = dict(roles or {})
         self.rundir = RunDir(Path(out_dir)) if out_dir is not None else None
         self.resume = resume
         self._embedder_spec = embedder
@@ -95,52 +96,31 @@ class Engine:
         self.retry = opts.retry or RetryPolicy(max_attempts=cfg.max_attempts)
         self._owns_verifiers = opts.verifiers is None
         self.verifiers = opts.verifiers or VerifierPool(suite, cfg.verifier_workers)
-        price = price_for(provider.model, opts.price)
-        # A role model is priced as the policy when it is the same model (--price included),
-        # else by the table; None: unknown.
-        role_prices = {
-            role: price if p.model == provider.model else price_for(p.model)
-            for role, p in self.roles.items()
-        }
-        self.pricing = Pricing(price, role_prices)
+        # The models besides the policy: `judge` (the reward model), `difficulty` (da).
+        self.models = RoleModels(roles or {}, provider, price_for(provider.model, opts.price))
+        self.roles = self.models.providers
+        self.pricing = self.models.pricing
         self.observer = opts.observer or RunObserver()
         self.invocation = opts.invocation
-        self.budget = RunBudget(cfg, self.pricing, self.role_usage)
+        self.budget = RunBudget(cfg, self.pricing, self.models.usage)
         # True while rounds run (not during set-up or the final writing of results).
         self.running = False
         self.outputs = TokenEstimator()
         # The response cache as each model sees it (keyed by its identity), handed to its Sender.
         self.cache = None if opts.cache is None else ProviderCache(opts.cache, provider)
-        self._role_caches = {
-            role: ProviderCache(opts.cache, p)
-            for role, p in self.roles.items()
-            if opts.cache is not None
-        }
-        self.scorer = self._caller("judge") if self.strategy.judgement.reward_model else None
-        rates = self.strategy.allocation.needs_difficulty
-        self._rater = self._caller("difficulty") if rates else None
-        self.estimates: Estimates | None = None
+        judgement, allocation = self.strategy.judgement, self.strategy.allocation
+        self.models.wire(
+            cfg, self.retry, self.budget, opts.cache,
+            scores=judgement.reward_model, rates=allocation.needs_difficulty,
+        )  # fmt: skip
         self.parts = RunParts(cfg, self.strategy, provider, suite, self.roles, self.invocation)
         self._journal: Journal | None = None
         # Events of this session that are new work (samples, verdicts, ratings), not replays.
         self._fresh = 0
-
-    def _caller(self, role: str) -> RoleCaller:
-        provider = self.roles.get(role)
-        if provider is None:
-            flag = {"judge": "--judge-model", "difficulty": "--difficulty-model"}[role]
-            raise ConfigError(f"{flag}: this method needs a {role} model; none was given")
-        cfg, budget = self.config, self.budget
-        return RoleCaller(
-            provider,
-            cfg.concurrency,
-            self.retry,
-            cfg.timeout_s,
-            cfg.seed,
-            Sampling(temperature=cfg.judge_temperature),
-            on_outcome=lambda error: budget.role_outcome(role, error),
-            cache=self._role_caches.get(role),
-        )
+        self._busy = False  # a run is under way (one at a time)
+        # Where a run's events go besides the journal and the observer: its stream.
+        self._sink: Sink = _drop
+        self._watch: SolvedWatch | None = None
 
     @property
     def stopped(self) -> StopReason | None:
@@ -160,21 +140,15 @@ class Engine:
 
     def role_usage(self, state: RunState) -> dict[str, Usage]:
         """What each role model has consumed so far (journaled calls replayed included)."""
-        usage: dict[str, Usage] = {}
-        if self.scorer is not None:
-            usage["judge"] = state.judge_usage()
-        if self.estimates is not None:
-            usage["difficulty"] = self.estimates.usage
-        return usage
+        return self.models.usage(state)
 
     def role_costs(self, state: RunState) -> dict[str, float | None]:
         """What each role model's calls cost, by its price (None when it has no known price)."""
-        return self.budget.role_costs(state)
+        return self.models.costs(state)
 
     def role_cost(self, state: RunState) -> float | None:
         """The role models' cost together: 0 with none, None if one of them has no price."""
-        costs = self.role_costs(state).values()
-        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+        return self.models.cost(state)
 
     async def __aenter__(self) -> Engine:
         if self._owns_verifiers:
@@ -190,26 +164,71 @@ class Engine:
         if self._owns_verifiers:
             await self.verifiers.aclose()
 
+    def stream(self, items: Sequence[Item] | None = None) -> AsyncGenerator[StreamEvent, None]:
+        """Algorithm 1 over `items` (the suite's items by default), as an async iterator of its
+        events as they happen (see `_stream`), ending with `RunEnded`; a run that fails raises
+        from it. Close it early (`contextlib.aclosing`) to cancel the run."""
+        return stream_of(lambda sink: self._run(items, sink))
+
     async def run(self, items: Sequence[Item] | None = None) -> RunResult:
-        """Algorithm 1 over `items` (the suite's items by default); returns when all rounds end."""
+        """Algorithm 1 over `items` (the suite's items by default); returns when all rounds end.
+        The stream's events, unread."""
+        async with contextlib.aclosing(self.stream(items)) as events:
+            async for event in events:
+                if isinstance(event, RunEnded):
+                    return event.result
+        raise AssertionError("a run's stream ends with RunEnded")  # pragma: no cover
+
+    def _claim(self) -> None:
+        """An engine runs one run at a time, and none once it was told to stop."""
+        if self._busy:
+            raise RuntimeError(
+                "this Engine is already running: an Engine runs one run at a time "
+                "(make one Engine per concurrent run; they may share a VerifierPool)"
+            )
+        if self.stopped is not None:
+            raise RuntimeError(
+                f"this Engine was stopped ({self.stopped}), so it sends nothing more: "
+                "make a new Engine (with resume=True to go on with its run directory)"
+            )
+        self._busy = True
+
+    async def _run(self, items: Sequence[Item] | None, sink: Sink) -> RunResult:
+        self._claim()
+        try:
+            return await self._run_claimed(items, sink)
+        finally:
+            self._busy = False
+
+    async def _run_claimed(self, items: Sequence[Item] | None, sink: Sink) -> RunResult:
         items = list(self.suite.items() if items is None else items)
         if not items:
             raise ConfigError("the test set is empty")
         # Self-consistency groups answers by the suite's notion of equivalence, if it has one.
         state = RunState(items, self.strategy.judgement, self.suite.answer_key)
         timer = RunTimer()
+        self._sink, self._watch = sink, SolvedWatch(state, sink)
         async with contextlib.AsyncExitStack() as stack:
             done, embedding = await self._open(stack, state, timer)
             try:
                 await self._rounds(state, done, embedding, timer)
-            except VerifierError as exc:
-                # Written into summary.json as the run's reason to stop, and raised.
-                self.budget.stop(StopReason.failed(str(exc)))
+            except Exception as exc:
+                # Written into summary.json as the run's reason to stop, and raised as itself.
+                self._failed(exc)
                 raise
+            if all(stats.complete for stats in state.rounds):
+                self._watch.give_up()
         return RunResult(
             state.items, state.records, state.rounds, timer.wall,
             None if self.rundir is None else self.rundir.path, state, self.stopped,
         )  # fmt: skip
+
+    def _failed(self, exc: BaseException) -> None:
+        """The run stops for `exc`: its reason (for summary.json), and its traceback in the log
+        (once)."""
+        if self.stopped is None:
+            self.budget.stop(StopReason.failed(describe_failure(exc)))
+            log.error("the run failed", exc_info=exc)
 
     async def _open(
         self, stack: contextlib.AsyncExitStack, state: RunState, timer: RunTimer
@@ -220,7 +239,10 @@ class Engine:
         # What can be refused is refused before anything is written (a refused resume leaves a
         # run as it was), or (the embedder, which run.log names) before the journal or a request.
         self.parts.check_prices(self.pricing)
-        done = self._prepare_rundir(stack, state.items)
+        done: dict[SampleKey, Landed] = {}
+        if self.rundir is not None:  # checked, locked, opened; on resume, the journal's samples
+            description = self.parts.describe(state.items)
+            done = open_rundir(stack, self.rundir, description, resume=self.resume)
         if self.resume and self.rundir is not None:  # its time goes on from its sessions'
             timer.past = await asyncio.to_thread(past_times, self.rundir.journal_path)
         self.parts.warn_prices(self.pricing)
@@ -233,7 +255,11 @@ class Engine:
         if self.rundir is not None:  # closed, then no longer written to
             self._journal = stack.enter_context(Journal(self.rundir.journal_path))
             stack.callback(setattr, self, "_journal", None)
-        self._start_estimates(done)
+        if done and self.rundir is not None:  # da's ratings the journal holds are not asked again
+            known = await asyncio.to_thread(difficulty_ratings, self.rundir.journal_path)
+        else:
+            known = {}
+        self.models.start_estimates(known, self._emit, cfg.concurrency, self.budget.is_stopped)
         self._emit(RunStarted(bool(done), timer.started_at))
         self.observer.run_started(state, cfg.rounds, self.cost)
         stack.push_async_callback(lambda: self.observer.run_ended(self.stopped))
@@ -247,21 +273,13 @@ class Engine:
         stack.callback(self._finish_rounds, state, timer)
         return done, embedding
 
-    def _start_estimates(self, done: dict[SampleKey, Landed]) -> None:
-        """The difficulty model's ratings (da): those the journal holds are not asked again."""
-        if self._rater is None:
-            return
-        journal = self.rundir.journal_path if done and self.rundir is not None else None
-        known = {} if journal is None else difficulty_ratings(journal)
-        stopped = self.budget.is_stopped
-        self.estimates = Estimates(self._rater, self._emit, known, self.config.concurrency, stopped)
-
     def _emit(self, event: Event) -> None:
         """Journals an event (when the run has a directory) and shows it to the observer."""
         self._fresh += not isinstance(event, RunStarted | RoundEnded)
         if self._journal is not None:
             self._journal.append(event)
         self.observer.event(event)
+        self._sink(event)
 
     def _finish_rounds(self, state: RunState, timer: RunTimer) -> None:
         self.running = False
@@ -281,7 +299,11 @@ class Engine:
             # A finished run resumed with nothing new done (if stopped while it replayed too).
             log.info("nothing new to do: the run's reports are left as they were")
             return
-        self.rundir.write_results(state, self._summary_extra(state), timer.wall, self.cost)
+        extra = self.parts.summary_extra(
+            self.models.summary(state), self.pricing, self.role_cost(state), self.stopped,
+            simulated=state.simulated,
+        )  # fmt: skip
+        self.rundir.write_results(state, extra, timer.wall, self.cost)
 
     async def _rounds(
         self,
@@ -326,11 +348,13 @@ class Engine:
             self.limiter,
             self.retry,
             self.verifiers,
-            self.scorer,
+            self.models.scorer,
             self.budget,
             self.outputs,
             self._emit,
             self.cache,
+            self._watch,
+            self._failed,
         )
 
     async def _round(
@@ -360,13 +384,10 @@ class Engine:
         allocation, k = self.strategy.allocation, self.config.k
         # Rated once, and only when the allotment will read the ratings (a matched budget the
         # warm-up already spent needs none).
-        if (
-            self.estimates is not None
-            and not state.difficulty
-            and allocation.needs_ratings(t, state, k)
-        ):
+        estimates = self.models.estimates
+        if estimates is not None and not state.difficulty and allocation.needs_ratings(t, state, k):
             fresh = self._fresh
-            await self.estimates.rate(state, state.unsolved_rows())
+            await estimates.rate(state, state.unsolved_rows())
             if self._fresh > fresh:  # ratings bought (not replayed) count towards a budget
                 self.budget.check(state)
         return allocation.allocate(t, state, k)
@@ -376,22 +397,3 @@ class Engine:
         self._emit(RoundEnded.of(stats))
         if self._journal is not None:
             self._journal.sync()
-
-    def _prepare_rundir(
-        self, stack: contextlib.AsyncExitStack, items: Sequence[Item]
-    ) -> dict[SampleKey, Landed]:
-        """Checks, locks and opens the run directory; the journal's samples on resume."""
-        if self.rundir is None:
-            return {}
-        return open_rundir(stack, self.rundir, self.parts.describe(items), resume=self.resume)
-
-    def _summary_extra(self, state: RunState) -> dict[str, Any]:
-        calls: dict[str, dict[str, Any]] = {}
-        if self.scorer is not None:
-            calls["judge"] = judge_stats(state, self.scorer.retries)
-        if self.estimates is not None:
-            calls["difficulty"] = self.estimates.stats()
-        roles = role_stats(describe_roles(self.roles), calls, self.role_costs(state), self.pricing)
-        return self.parts.summary_extra(
-            roles, self.pricing, self.role_cost(state), self.stopped, simulated=state.simulated
-        )

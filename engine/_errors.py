@@ -108,5 +108,14 @@ class WriteError(TtcError):
 
 
 class VerifierError(TtcError):
-    """The verifier processes could not start (or died while starting): every response would be
-    scored 0, so the run stops instead, resumable, with the likely cause in the message."""
+    """Responses cannot be judged: the verifier processes could not start (or died while
+    starting), or the suite's judge raised (a bug in it). Every response would be scored 0, so
+    the run stops instead, resumable, with the likely cause in the message."""
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line on why a run failed: ttc's own errors say it themselves; anything else is a bug
+    in code the run called (a provider, a suite, an embedder), named with its type."""
+    if isinstance(exc, TtcError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc} (raised by code the run called; traceback in the log)"

@@ -28,20 +28,22 @@ async def bounded(
     that `except ValueError` around a pool catches what `fn` raised.
     """
 
+    call = _loud(fn)
+
     worker: Callable[[], Awaitable[None]]
     if isinstance(things, AsyncIterator):
         source = things
 
         async def worker() -> None:
             async for x in source:  # a shared iterator: each x goes to one worker
-                await fn(x)
+                await call(x)
 
     else:
         it = iter(things)
 
         async def worker() -> None:
             for x in it:
-                await fn(x)
+                await call(x)
 
     try:
         async with asyncio.TaskGroup() as tg:
@@ -51,6 +53,23 @@ async def bounded(
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
         raise
+
+
+def _loud(fn: Callable[[T], Awaitable[Any]]) -> Callable[[T], Awaitable[None]]:
+    """`fn`, with a stray CancelledError from code it awaited made a loud error: a task group
+    ignores a cancelled child, so the worker and its work would end in silence."""
+
+    async def call(x: T) -> None:
+        try:
+            await fn(x)
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the pool is being cancelled
+            name = getattr(fn, "__qualname__", repr(fn))
+            raise RuntimeError(f"{name} raised a CancelledError no one asked for") from exc
+
+    return call
 
 
 class Batches(Generic[T]):

@@ -30,6 +30,7 @@ from ttc.engine._retry import RetryPolicy
 from ttc.engine._scheduler import run_round
 from ttc.engine._sender import Job, Outcome, Sender
 from ttc.engine._state import RoundStats, RunState, Scored
+from ttc.engine._stream import SolvedWatch
 from ttc.engine._tokens import TokenEstimator
 from ttc.engine._types import (
     Completion,
@@ -87,6 +88,11 @@ class RoundContext:
     emit: Callable[[Event], None]
     # The response cache as the policy model sees it, if the host gave one.
     cache: ProviderCache | None = None
+    # Tells the stream each question's resolution as it happens.
+    watch: SolvedWatch | None = None
+    # Told of an error that fails the run (a bug in a provider, a judge that raised): it stops
+    # the dispatch at once; the round raises the error once the requests in flight have landed.
+    fail: Callable[[Exception], None] = lambda exc: None
 
     @property
     def stopped(self) -> bool:
@@ -167,8 +173,11 @@ class RoundRun:
                 workers=workers,
                 verifiers=verifiers,
                 stopped=lambda: ctx.stopped,
+                on_failure=ctx.fail,
             )
         count_into(self.state, self.stats)
+        if self.ctx.watch is not None:  # resolved at the barrier (self-consistency's consensus)
+            self.ctx.watch.sweep(self.t, replayed=not self.stats.requests)
 
     def _snapshot(self, plan: DemoPlan) -> None:
         for refs in plan.values():
@@ -361,6 +370,8 @@ class RoundRun:
             self.ctx.emit(self._verdict_event(row, k, scored, correct, accepted))
         stats.passed += accepted
         state.record_sample(row, self.t, k, text, usage, scored, correct, accepted)
+        if accepted and self.ctx.watch is not None:
+            self.ctx.watch.check(row, self.t, replayed=self._replaying)
         if not self._replaying:
             self.ctx.budget.check(state)
 

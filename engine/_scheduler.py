@@ -13,6 +13,10 @@ memory stays flat however large the test set. A sample goes to the verifiers the
 lands, while other requests are still in flight; a verify worker takes everything that has
 landed meanwhile (up to `batch` samples) in one go, because a round trip to a verifier process
 costs far more than judging one response.
+
+A failure that is not a provider's refusal (a bug in a provider, a suite's judge that raised, a
+verifier pool that broke) stops the dispatch through `on_failure`; requests in flight still land
+and are journaled, and the first such error is raised, as itself, once they have.
 """
 
 from __future__ import annotations
@@ -27,10 +31,29 @@ from ttc.engine._types import Completion
 __all__ = ["run_round", "single"]
 
 Landed = tuple[Job, Completion]
+# A verify worker takes what has landed meanwhile, up to this many samples, in one round trip.
+BATCH = 64
 
 
 def _never() -> bool:
     return False
+
+
+def _ignore(exc: Exception) -> None:
+    return None
+
+
+class _Failures:
+    """The errors that failed a round: the first stops the dispatch (`on_failure`)."""
+
+    def __init__(self, on_failure: Callable[[Exception], None]) -> None:
+        self.errors: list[Exception] = []
+        self._on_failure = on_failure
+
+    def add(self, exc: Exception) -> None:
+        if not self.errors:
+            self._on_failure(exc)
+        self.errors.append(exc)
 
 
 async def run_round(
@@ -41,31 +64,49 @@ async def run_round(
     *,
     workers: int,
     verifiers: int,
-    batch: int = 64,
     stopped: Callable[[], bool] = _never,
+    on_failure: Callable[[Exception], None] = _ignore,
 ) -> None:
     """Sends every job; `on_landed` sees each outcome at once, `on_judged` the answered ones.
 
     Once `stopped()` is true, jobs not yet taken are dropped unsent (a resumed run sends them);
-    requests in flight finish.
+    requests in flight finish. An error raised by a send (other than the provider's refusals,
+    which the sender turns into outcomes) or by `on_judged` goes to `on_failure` (which stops
+    the dispatch) and is raised once the requests in flight have landed; a batch whose judging
+    failed stays unjudged (a resumed run judges it).
     """
-    landed: Batches[Landed] = Batches(maxsize=2 * workers, batch=batch)
+    landed: Batches[Landed] = Batches(maxsize=2 * workers, batch=BATCH)
+    failures = _Failures(on_failure)
 
     async def send(job: Job) -> None:
-        if stopped():
+        if stopped() or failures.errors:
             return
-        outcome = await sender.send_with_retry(job)
+        try:
+            outcome = await sender.send_with_retry(job)
+        except Exception as exc:
+            failures.add(exc)
+            return
         on_landed(job, outcome)
         if outcome.completion is not None:
             await landed.put((job, outcome.completion))
 
+    async def judge(group: list[Landed]) -> None:
+        # Every batch is taken off the queue, judged or not: senders never wait on a full one.
+        if not failures.errors:
+            try:
+                await on_judged(group)
+            except Exception as exc:
+                failures.add(exc)
+
     try:
         async with asyncio.TaskGroup() as tg:
-            tg.create_task(bounded(landed, on_judged, verifiers))
+            tg.create_task(bounded(landed, judge, verifiers))
             await bounded(jobs, send, workers)
             await landed.close()
     except BaseExceptionGroup as group:
         raise single(group) from None
+    if failures.errors:
+        raise failures.errors[0]
 
 
 def single(group: BaseExceptionGroup[BaseException]) -> BaseException:

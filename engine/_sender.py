@@ -161,16 +161,25 @@ class Sender:
                 self.limiter.rate_limited(ticket, exc.rate)
                 self.limiter.reconcile(est_tokens, 0)  # refused: the server counted nothing
                 raise
-            except ProviderError:
-                raise
-            except Exception as exc:
-                # A provider must raise from the error tree; anything else is a bug or garbage,
-                # recorded for this sample so the rest of the run goes on.
-                raise Fatal(f"provider raised {exc!r}") from exc
+            except asyncio.CancelledError as exc:
+                if _cancelled_from_above():
+                    raise
+                # A library below the provider gave up (its task was not cancelled by us): the
+                # attempt failed, and is retried like any other transient failure.
+                raise Transient(f"the provider's call was cancelled from within ({exc!r})") from exc
+        # Anything else a provider raises, outside the error tree, is a bug in it: it propagates
+        # as itself, with its traceback (the round stops dispatching and raises it).
         tokens, rate = account(result)
         self.limiter.reconcile(est_tokens, tokens)
         self.limiter.succeeded(rate)
         return result
+
+
+def _cancelled_from_above() -> bool:
+    """Whether the running task is being cancelled (by its owner), not handed a stray
+    CancelledError by code it awaited."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _completion_account(completion: Completion) -> tuple[int, RateInfo | None]:

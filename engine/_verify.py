@@ -10,6 +10,10 @@ whole run, exits at once, and the pool's first use raises one `VerifierError` na
 so does a pool whose workers cannot start at all (a suite class defined in a notebook cannot be
 imported by a new process: judge in-process with `workers=0`). Workers ignore SIGINT: Ctrl-C is
 the host's to handle, and the host shuts them down.
+
+A suite's `judge` that raises is a bug in the suite, not a score: the pool raises a
+`VerifierError` naming the item (the traceback goes to the log), and the run stops dispatching;
+samples that landed stay in the journal, to be judged when the run is resumed.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -60,15 +65,38 @@ def _install(suite: Suite, parent: int) -> None:
 
 def _judge_many(pairs: list[tuple[Item, str]]) -> list[Verdict]:
     assert _SUITE is not None, "verifier worker was not initialised"
-    return [_judge_safely(_SUITE, item, text) for item, text in pairs]
+    return _judge_all(_SUITE, pairs)
 
 
-def _judge_safely(suite: Suite, item: Item, text: str) -> Verdict:
-    # A verifier that raises on one response gives score 0 with the reason; the batch goes on.
-    try:
-        return suite.judge(item, text)
-    except Exception as exc:
-        return Verdict(0.0, None, f"verifier error: {exc!r}")
+class JudgeRaised(Exception):
+    """A suite's `judge` raised: which item, what, and its traceback (as text, so that it
+    crosses the process boundary whole)."""
+
+    def __init__(self, item: str, error: str, trace: str) -> None:
+        super().__init__(item, error, trace)
+        self.item = item
+        self.error = error
+        self.trace = trace
+
+
+def _judge_all(suite: Suite, pairs: list[tuple[Item, str]]) -> list[Verdict]:
+    # A judge that raises is a bug in the suite (a response it cannot read scores 0, by its own
+    # rule): never a silent 0, but an error naming the item, with the traceback.
+    verdicts = []
+    for item, text in pairs:
+        try:
+            verdicts.append(suite.judge(item, text))
+        except Exception as exc:
+            raise JudgeRaised(item.id, repr(exc), traceback.format_exc()) from None
+    return verdicts
+
+
+def _judge_failed(exc: JudgeRaised) -> VerifierError:
+    log.error("the suite's judge raised on item %s:\n%s", exc.item, exc.trace.rstrip())
+    return VerifierError(
+        f"the suite's judge raised {exc.error} on item {exc.item} (its traceback is in the log): "
+        "a judge returns a score, 0 for a response it cannot read, and never raises"
+    )
 
 
 def _ready() -> bool:
@@ -168,8 +196,14 @@ class VerifierPool:
     async def judge_many(self, pairs: list[tuple[Item, str]]) -> list[Verdict]:
         """Verdicts on several responses, in one round trip to a worker."""
         self.judged += len(pairs)
-        if self._pool is None:
-            return [_judge_safely(self.suite, item, text) for item, text in pairs]
+        try:
+            if self._pool is None:
+                return _judge_all(self.suite, pairs)
+            return await self._judge_in_workers(pairs)
+        except JudgeRaised as exc:
+            raise _judge_failed(exc) from exc
+
+    async def _judge_in_workers(self, pairs: list[tuple[Item, str]]) -> list[Verdict]:
         await self.ready()
         loop = asyncio.get_running_loop()
         for _ in range(2):

@@ -319,9 +319,11 @@ def figure_fits(fig: Any) -> bool:
                 and box.y1 <= height + 0.01)  # fmt: skip
 
 
-def readme_library_example(readme: str) -> str:
-    """The python example of the README's "As a library" section, as printed."""
+def readme_library_example(readme: str, which: int = 0) -> str:
+    """A python example of the README's "As a library" section, as printed: the first (`run`),
+    or the `which`-th."""
     section = readme[readme.index("## As a library") :]
-    match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match is not None, "README: 'As a library' has no python example"
-    return match.group(1)
+    section = section[: section.index("\n## ", 1)]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) > which, "README: 'As a library' lacks a python example"
+    return str(blocks[which])

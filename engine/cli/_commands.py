@@ -59,9 +59,12 @@ class Session:
     exit code comes from each run's typed stop reason, `RunResult.stopped`, not from here)."""
 
     engines: list[Engine] = field(default_factory=list)
+    # Why the command was told to stop (no further run begins), if it was.
+    stopping: StopReason | None = None
 
     def stop(self, why: str) -> None:
         """Every engine stops dispatching; requests in flight finish and are recorded."""
+        self.stopping = self.stopping or StopReason.interrupted(why)
         for engine in self.engines:
             engine.stop(why)
 
@@ -188,6 +191,8 @@ async def _compare(
     # A method begun before goes on from its journal (refused if that is gone); one not begun
     # yet starts, from the shared warm-up.
     for method in COMPARED:
+        if session.stopping is not None:  # Ctrl-C between two runs: the next one never begins
+            return stop_code(session.stopping, out)
         begun = run_begun(out / method)
         if method != "elim" and not begun:
             begun = share_warmup(out / "elim" / "journal.jsonl", out / method / "journal.jsonl",

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from fakes import readme_library_example
 
+from ttc.adapters import ReasoningGymSuite
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -27,3 +29,20 @@ def test_the_library_example_runs_as_printed(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert re.search(r"coverage \d+\.\d%, complete True, stopped None", proc.stdout), proc.stdout
     assert (tmp_path / "runs" / "demo" / "summary.json").is_file()
+
+
+@pytest.mark.slow
+def test_the_stream_example_tells_questions_as_they_are_solved(tmp_path: Path) -> None:
+    script = tmp_path / "stream.py"
+    script.write_text(readme_library_example((ROOT / "README.md").read_text(), which=1))
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    solved = [line for line in lines if re.fullmatch(r"solved \S+ in round [1-4]", line)]
+    gave_up = [line for line in lines if re.fullmatch(r"gave up on \S+ after \d+ samples", line)]
+    assert solved
+    # Each question told once: solved, or given up at the end.
+    assert len(solved) + len(gave_up) == len(ReasoningGymSuite(per_task=5).items())
+    assert re.fullmatch(r"coverage \d+\.\d%, stopped None", lines[-1])

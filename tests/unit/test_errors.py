@@ -108,18 +108,6 @@ async def test_retries_exhausted_is_a_recorded_error(tmp_path: Path) -> None:
     assert sample["attempts"] == FAST.max_attempts
 
 
-async def test_garbage_from_a_provider_is_fatal_not_a_crash(tmp_path: Path) -> None:
-    class Broken(ScriptedProvider):
-        async def generate(self, request):  # type: ignore[no-untyped-def]
-            raise KeyError("choices")
-
-    result = await run(Broken(), 2, tmp_path, rounds=1)
-    assert result.rounds[0].errors == 2
-    sample = next(e for e in journal(tmp_path) if e["ev"] == "sample")
-    assert sample["error"] == "fatal"
-    assert "KeyError" in str(sample["message"])
-
-
 async def test_a_refused_account_stops_the_run_resumably(tmp_path: Path) -> None:
     # A revoked key: every request would be refused the same way; stop at the first.
     refused = Fatal("HTTP 401: invalid_api_key", stops_run=True)

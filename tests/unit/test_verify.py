@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fakes import FakeSuite, items
 
-from ttc.engine import ConfigError, Item, Verdict
+from ttc.engine import ConfigError, Item, Verdict, VerifierError
 from ttc.engine._verify import VerifierPool
 
 
@@ -55,15 +55,36 @@ async def test_a_dead_worker_is_replaced_once_and_every_batch_is_judged(tmp_path
     assert restarts == 1
 
 
-async def test_in_process_judging_turns_a_verifier_bug_into_a_zero() -> None:
-    class Buggy(FakeSuite):
-        def judge(self, item: Item, response: str) -> Verdict:
-            raise ZeroDivisionError("oops")
+class Buggy(FakeSuite):
+    """A judge with a bug: it raises instead of scoring (module level: workers import it)."""
 
-    pool = VerifierPool(Buggy(pool=items(1)), workers=0)
-    [verdict] = await pool.judge_many([(items(1)[0], "x")])
-    assert verdict.score == 0.0
-    assert "ZeroDivisionError" in verdict.detail
+    def judge(self, item: Item, response: str) -> Verdict:
+        if response == "boom":
+            raise ZeroDivisionError("oops")
+        return super().judge(item, response)
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+async def test_a_judge_that_raises_is_an_error_naming_the_item_not_a_zero(
+    workers: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    pool = VerifierPool(Buggy(pool=items(3)), workers=workers)
+    pool.start()
+    try:
+        pairs = [(items(3)[0], "right:q0"), (items(3)[2], "boom")]
+        with pytest.raises(
+            VerifierError, match=r"judge raised ZeroDivisionError\('oops'\) on item q2"
+        ):
+            await pool.judge_many(pairs)
+        # The pool is still usable for responses its judge can read.
+        [verdict] = await pool.judge_many(pairs[:1])
+        assert verdict.score == 1.0
+    finally:
+        await pool.aclose()
+    # The traceback reaches the log, down to the suite's own line.
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "in judge" in logged
+    assert 'raise ZeroDivisionError("oops")' in logged
 
 
 def test_a_suite_class_from_a_notebook_is_refused_before_any_process_starts(
