@@ -23,6 +23,7 @@ from ttc.engine import (
     Engine,
     EngineOptions,
     Fatal,
+    FloatArray,
     Item,
     Judged,
     QuestionGaveUp,
@@ -289,3 +290,33 @@ async def test_engines_share_one_verifier_pool(tmp_path: Path) -> None:
         assert (await pool.judge(items(1)[0], "right:q0")).score == 1.0
     finally:
         await pool.aclose()
+
+
+class BrokenEmbedder:
+    name = "broken"
+    dim = 4
+    batch_size = 64
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        raise IndexError("tokenizer table out of range")
+
+
+async def test_an_embedder_bug_raises_itself_and_the_run_resumes(tmp_path: Path) -> None:
+    e = Engine(
+        ScriptedProvider(solves()),
+        FakeSuite(pool=items(12)),
+        RunConfig(method="adpt", rounds=2, verifier_workers=0),
+        out_dir=tmp_path,
+        embedder=BrokenEmbedder(),
+    )
+    async with e:
+        with pytest.raises(IndexError, match="tokenizer table"):
+            await e.run()
+    assert str(summary(tmp_path)["stopped"]).startswith("failed: IndexError")
+    # The warm-up it bought is kept: resumed with a working embedder, only round 2 is sent.
+    again = ScriptedProvider(solves())
+    async with engine(again, tmp_path, resume=True) as fixed:
+        result = await fixed.run()
+    assert result.complete
+    assert all(r.demos for r in again.history if r.item_id in {"q1", "q3"})
+    assert {r.item_id for r in again.history} == {f"q{i}" for i in range(1, 12, 2)}
