@@ -49,7 +49,7 @@ from ttc.engine._round import RoundContext, RoundRun, count_into
 from ttc.engine._rundir import RunDir
 from ttc.engine._runinfo import RunParts, open_rundir
 from ttc.engine._state import RoundStats, RunState
-from ttc.engine._stream import RunEnded, Sink, SolvedWatch, StreamEvent, stream_of
+from ttc.engine._stream import RunEnded, Sink, SolvedWatch, StreamEvent, discard, stream_of
 from ttc.engine._tokens import TokenEstimator
 from ttc.engine._types import FloatArray, Item, Provider, Suite, Usage, require_parts
 from ttc.engine._verify import VerifierPool
@@ -58,10 +58,6 @@ from ttc.engine.strategy._contract import Allotment, DemoPlan
 from ttc.engine.strategy._strategy import preset
 
 log = logging.getLogger("ttc")
-
-
-def _drop(event: StreamEvent) -> None:
-    return None
 
 
 class Engine:
@@ -119,7 +115,7 @@ class Engine:
         self._fresh = 0
         self._busy = False  # a run is under way (one at a time)
         # Where a run's events go besides the journal and the observer: its stream.
-        self._sink: Sink = _drop
+        self._sink: Sink = discard
         self._watch: SolvedWatch | None = None
 
     @property
@@ -216,8 +212,9 @@ class Engine:
                 # Written into summary.json as the run's reason to stop, and raised as itself.
                 self._failed(exc)
                 raise
-            if all(stats.complete for stats in state.rounds):
-                self._watch.give_up()
+            ran = [stats.complete for stats in state.rounds]
+            if self.stopped is None and ran == [True] * self.config.rounds:
+                self._watch.give_up()  # every round ran to its barrier
         return RunResult(
             state.items, state.records, state.rounds, timer.wall,
             None if self.rundir is None else self.rundir.path, state, self.stopped,

@@ -60,6 +60,10 @@ StreamEvent = Event | QuestionSolved | QuestionGaveUp | RunEnded
 Sink = Callable[[StreamEvent], None]
 
 
+def discard(event: StreamEvent) -> None:
+    """The sink of an engine with no run under way."""
+
+
 class SolvedWatch:
     """Tells each question's resolution once: the stream's QuestionSolved events."""
 
