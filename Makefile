@@ -7,15 +7,25 @@ BIN := $(VENV)/bin
 # torch is pinned in the same install command: unpinned, pip pulls several GB of CUDA packages.
 TORCH := torch==2.13.0
 
-.PHONY: run test test-fast lint fmt clean
+.PHONY: run test test-fast lint fmt clean FORCE
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev,embed]' $(TORCH)
+# An editable install whose files are linked into build/ (editable_mode=strict): mypy and other
+# type checkers find `ttc` (setuptools' default import hook hides it from them), and only `ttc` is
+# importable, not the top-level folders. A file added or removed is linked by installing again:
+# .files lists the package's files and changes only when that list does.
+$(VENV)/.files: FORCE | $(BIN)/python
+	@find ttc engine adapters retrieval -not -path '*/__pycache__*' | sort > $@.new
+	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
+
+$(VENV)/.installed: pyproject.toml $(VENV)/.files | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev,embed]' $(TORCH) --config-settings editable_mode=strict
 	touch $@
+
+FORCE:
 
 run: $(VENV)/.installed
 	$(BIN)/ttc run $(ARGS)

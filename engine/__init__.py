@@ -50,6 +50,7 @@ from ttc.engine._plots import (
     plot_lines,
     wrap_title,
 )
+from ttc.engine._prices import Price
 from ttc.engine._records import parse_json, read_bytes, read_json, read_jsonl
 from ttc.engine._result import RunResult
 from ttc.engine._retry import RetryPolicy
@@ -144,6 +145,7 @@ __all__ = [
     "MethodStyle",
     "Noisy",
     "PlotLine",
+    "Price",
     "Provider",
     "ProviderCache",
     "ProviderError",

@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from ttc.engine._errors import ConfigError, WriteError
+from ttc.engine._logs import attach, detach
 from ttc.engine._report import round_row
 from ttc.engine._state import QuestionRecord, RunState
 from ttc.engine._types import Item, Usage
@@ -128,18 +129,16 @@ class RunDir:
         return self.path / "config.json"
 
     def attach_log(self) -> logging.Handler:
-        """Send the `ttc` logger's records to run.log for the duration of the run."""
+        """Send the records of the run in this context to run.log, until `detach_log` (see
+        `_logs.run_logging`: other runs' lines stay out, the host's logging as it was)."""
         self.path.mkdir(parents=True, exist_ok=True)
         handler = _RunLog(self.path / "run.log", encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        logger = logging.getLogger("ttc")
-        logger.addHandler(handler)
-        if logger.level == logging.NOTSET or logger.level > logging.INFO:
-            logger.setLevel(logging.INFO)
+        attach(handler)
         return handler
 
     def detach_log(self, handler: logging.Handler) -> None:
-        logging.getLogger("ttc").removeHandler(handler)
+        detach(handler)
         handler.close()
 
     def write_config(self, description: dict[str, Any]) -> None:

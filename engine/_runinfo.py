@@ -18,6 +18,7 @@ from ttc.engine._config import FLAGS, OPERATIONAL, PRESETS, RunConfig
 from ttc.engine._errors import ConfigError, DataError
 from ttc.engine._journal import Landed, SampleKey, completed_samples
 from ttc.engine._lock import RunLock
+from ttc.engine._logs import run_logging
 from ttc.engine._records import read_json, unreadable
 from ttc.engine._rundir import RunDir, items_sha256
 from ttc.engine._secrets import redact_argv, redact_url
@@ -273,7 +274,7 @@ def open_rundir(
     stack.callback(lock.release)
     done = prepare_rundir(rundir, description, resume=resume)
     lock.announce()
-    stack.callback(rundir.detach_log, rundir.attach_log())
+    stack.enter_context(run_logging(rundir))
     return done
 
 

@@ -6,7 +6,8 @@ L2-normalised, so the inner product of `IndexFlatIP` is the cosine similarity.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import faiss
@@ -17,11 +18,25 @@ if TYPE_CHECKING:
     # Annotations only: at run time ttc.engine imports this package, not the reverse.
     from ttc.engine import FloatArray
 
-# On a small machine single-threaded flat search is several times faster: OpenMP's thread start-up
-# and synchronisation cost more than the few milliseconds of arithmetic a batch of queries needs.
-faiss.omp_set_num_threads(1)
-
 Neighbours = list[tuple[int, float]]
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """FAISS on one OpenMP thread for the body, then as the host left it.
+
+    A one-query search is several times faster on one thread (OpenMP's start-up and
+    synchronisation cost more than its arithmetic: 3.8 s instead of 10.9 s for the 3,300 of an
+    adaptive round over 100,000 questions, 2 cores), while a batch of queries gains from every
+    thread. OpenMP keeps the count per thread, so it is set and put back in the thread that
+    searches (a worker thread of `asyncio.to_thread`, in a run); the process's stays the host's.
+    """
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
 
 
 def as_matrix(vectors: FloatArray) -> FloatArray:
@@ -94,7 +109,7 @@ class SolvedIndex:
         # k + 1 to drop the query's own entry, and one more so that the k-th place is never the
         # deepest returned unless it ties with the entry after it.
         depth = min(k + 2, total)
-        scores, ids = self._index.search(self._vectors[queries], depth)
+        scores, ids = self._search(queries, depth)
         out: list[Neighbours] = []
         for i, q in enumerate(queries):
             found = _rank(labels, scores[i], ids[i], q)
@@ -102,11 +117,20 @@ class SolvedIndex:
             while deeper < total and _tied_at_cut(found, deepest, k):
                 # Unreturned rows may tie with the k-th: look deeper until the tie has ended.
                 deeper = min(2 * deeper, total)
-                row_scores, row_ids = self._index.search(self._vectors[[q]], deeper)
+                row_scores, row_ids = self._search([q], deeper)
                 found = _rank(labels, row_scores[0], row_ids[0], q)
                 deepest = float(row_scores[0][-1])
             out.append(found[:k])
         return out
+
+    def _search(
+        self, rows: list[int], depth: int
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+        """FAISS's top `depth` for these rows: a single row on one thread (`one_thread`)."""
+        threads = one_thread() if len(rows) == 1 else contextlib.nullcontext()
+        with threads:
+            scores, ids = self._index.search(self._vectors[rows], depth)
+        return scores, ids
 
     def _row_labels(self) -> npt.NDArray[np.int64]:
         if self._labels is None:

@@ -1,0 +1,165 @@
+"""The engine in a host's loop: each run's run.log holds its own run's lines only, and the host's
+logging stays as the host set it (the `ttc` logger's level, handlers and filters; what the host's
+own handlers see)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ttc.adapters import ReasoningGymSuite, SimConfig, SimProvider
+from ttc.engine import (
+    Engine,
+    EngineOptions,
+    Event,
+    LexicalEmbedder,
+    RunConfig,
+    RunObserver,
+    RunState,
+    StopReason,
+    Usage,
+)
+
+# A logger under `ttc` of the kind a module makes with getLogger(__name__).
+CHILD = "ttc.host_test_child"
+
+
+class Tagger(RunObserver):
+    """Logs lines naming its run from everywhere code runs on the run's behalf: the hooks (called
+    from the run's tasks), a task of its own, a thread (`asyncio.to_thread`), a `ttc.*` logger."""
+
+    def __init__(self, tag: str, order: list[str]) -> None:
+        self.tag = tag
+        self.order = order
+        self.ticker: asyncio.Task[None] | None = None
+        self.events = 0
+
+    def run_started(self, state: RunState, rounds: int, cost: object) -> None:
+        self.ticker = asyncio.get_running_loop().create_task(self._tick())
+
+    async def _tick(self) -> None:
+        while True:
+            logging.getLogger("ttc").info("%s from its task", self.tag)
+            await asyncio.sleep(0.001)
+
+    def event(self, event: Event) -> None:
+        self.order.append(self.tag)
+        self.events += 1
+        if self.events % 7 == 0:
+            logging.getLogger(CHILD).info("%s from a ttc.* logger", self.tag)
+
+    async def run_ended(self, stopped: StopReason | None) -> None:
+        assert self.ticker is not None
+        self.ticker.cancel()
+        await asyncio.to_thread(logging.getLogger("ttc").info, "%s from a thread", self.tag)
+        logging.getLogger("ttc").warning("%s warns once", self.tag)
+
+
+async def run_tagged(out: Path, tag: str, order: list[str], rounds: int = 3) -> Usage:
+    suite = ReasoningGymSuite(per_task=2)
+    items = suite.items()
+    provider = SimProvider(suite, items, SimConfig(seed=3, latency_s=0.002))
+    config = RunConfig(method="adpt", rounds=rounds, verifier_workers=0)
+    options = EngineOptions(observer=Tagger(tag, order))
+    engine = Engine(
+        provider, suite, config, embedder=LexicalEmbedder(), out_dir=out, options=options
+    )
+    async with engine:
+        result = await engine.run(items)
+    return result.usage
+
+
+@pytest.fixture
+def host_logging() -> Iterator[None]:
+    """Whatever a test does to the `ttc` logger and root's handlers is undone after it."""
+    ttc, root = logging.getLogger("ttc"), logging.getLogger()
+    kept = (ttc.level, list(ttc.handlers), list(ttc.filters), list(root.handlers), root.level)
+    yield
+    ttc.setLevel(kept[0])
+    ttc.handlers[:], ttc.filters[:], root.handlers[:] = kept[1], kept[2], kept[3]
+    root.setLevel(kept[4])
+
+
+class Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.mark.usefixtures("host_logging")
+async def test_two_engines_at_once_in_one_loop_each_log_only_their_own_run(
+    tmp_path: Path,
+) -> None:
+    order: list[str] = []
+    await asyncio.gather(
+        run_tagged(tmp_path / "a", "run-A", order, rounds=3),
+        run_tagged(tmp_path / "b", "run-B", order, rounds=2),
+    )
+    # The two runs did overlap: their events interleave.
+    switches = sum(x != y for x, y in itertools.pairwise(order))
+    assert switches >= 3
+    for mine, theirs, rounds in (("a", "run-B", 3), ("b", "run-A", 2)):
+        log = (tmp_path / mine / "run.log").read_text()
+        tag = "run-A" if mine == "a" else "run-B"
+        assert theirs not in log
+        for where in ("its task", "a thread", "a ttc.* logger"):
+            assert f"{tag} from {where}" in log
+        assert log.count(f"{tag} warns once") == 1
+        assert log.count(" INFO round ") == rounds
+
+
+@pytest.mark.parametrize("level", [logging.NOTSET, logging.WARNING, logging.DEBUG, logging.ERROR])
+@pytest.mark.usefixtures("host_logging")
+async def test_a_run_leaves_the_hosts_ttc_logger_as_it_was(tmp_path: Path, level: int) -> None:
+    ttc = logging.getLogger("ttc")
+    ttc.setLevel(level)
+    ttc.addHandler(mine := Collect())
+    ttc.addFilter(kept := logging.Filter("ttc"))
+    child = logging.getLogger(CHILD)
+    before = (ttc.level, list(ttc.handlers), list(ttc.filters), list(child.filters))
+    await run_tagged(tmp_path / "run", "run-A", [], rounds=2)
+    assert (ttc.level, ttc.handlers, ttc.filters, child.filters) == before
+    assert ttc.handlers[-1] is mine
+    assert ttc.filters[-1] is kept
+    assert "INFO round 2/2" in (tmp_path / "run" / "run.log").read_text()
+
+
+@pytest.mark.usefixtures("host_logging")
+async def test_with_ttc_at_warning_the_hosts_handlers_see_no_info_line_of_a_run(
+    tmp_path: Path,
+) -> None:
+    logging.getLogger("ttc").setLevel(logging.WARNING)
+    root = logging.getLogger()
+    root.addHandler(console := Collect())
+    await run_tagged(tmp_path / "run", "run-A", [], rounds=2)
+    ours = [r for r in console.records if r.name.startswith("ttc")]
+    # Exactly what the host would have seen without run.log: the run's one warning.
+    assert [(r.levelname, r.getMessage()) for r in ours] == [("WARNING", "run-A warns once")]
+    log = (tmp_path / "run" / "run.log").read_text()
+    assert " INFO round 1/2" in log
+    assert " INFO run-A from a thread" in log
+    assert " WARNING run-A warns once" in log
+
+
+@pytest.mark.usefixtures("host_logging")
+async def test_with_ttc_at_info_the_hosts_handlers_see_every_line_of_both_runs(
+    tmp_path: Path,
+) -> None:
+    # What the command line does (ttc at INFO, a console handler on root): it sees everything.
+    logging.getLogger("ttc").setLevel(logging.INFO)
+    logging.getLogger().addHandler(console := Collect())
+    await asyncio.gather(
+        run_tagged(tmp_path / "a", "run-A", [], rounds=2),
+        run_tagged(tmp_path / "b", "run-B", [], rounds=2),
+    )
+    seen = [r.getMessage() for r in console.records if r.name.startswith("ttc")]
+    assert sum(m.startswith("round 2/2") for m in seen) == 2
+    assert {"run-A from a thread", "run-B from a thread"} <= set(seen)
