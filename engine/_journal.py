@@ -24,14 +24,24 @@ Every line also carries `at`, the wall-clock time it was written (`_walltime` su
 sessions from it); a sample answered by the offline simulator carries `sim: true`, so the label
 follows the answer into a resumed run.
 
-Each line goes to the OS with one unbuffered write, so a killed process loses at most the line
-it was writing; a torn last line is cut off when the journal is reopened.
+Lines are written by the journal's own writer thread (`_appender`), so that `append` never
+waits for the disk: it encodes the event, hands the line over and returns (the line's byte
+offset is known then). What that keeps of the crash guarantees:
+- the lines reach the file in the order they were appended, and none after one that failed;
+- a line reaches the OS within a few milliseconds of its `append` (the writer takes everything
+  appended meanwhile in one write): a process killed, SIGKILL included, loses the lines of its
+  last few milliseconds at most, and a resumed run sends those samples again;
+- `sync` (at each round barrier, called in a thread) returns once every line appended before it
+  is written and fsynced, so a round's barrier survives a machine crash; `close` writes every
+  line, fsyncs and closes;
+- a write that fails (a full disk) cuts the file back to its last whole line and writes nothing
+  more; the next `append`, `flush`, `sync` or `close` raises it as a WriteError, and the lines
+  appended in between are lost like those of a kill;
+- a torn last line (a kill in the middle of a write) is cut off when the journal is reopened.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -41,7 +51,8 @@ from typing import Protocol
 
 import orjson
 
-from ttc.engine._errors import DataError, WriteError
+from ttc.engine._appender import Appender
+from ttc.engine._errors import DataError
 from ttc.engine._events import (
     DifficultyRated,
     Event,
@@ -157,70 +168,39 @@ def difficulty_ratings(path: Path) -> dict[str, DifficultyRated]:
 
 
 class Journal:
-    """Appends events to `path`; reopening an existing journal first cuts a torn last line."""
+    """Appends events to `path` through a writer thread; reopening an existing journal first
+    cuts a torn last line. `flush`, `sync` and `close` block: async code calls them in a
+    thread."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd: int | None = None
-        self._size = 0  # bytes in the file: the offset of the next line
+        self._out = Appender(path)
 
     def open(self) -> Journal:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists():
-            self._cut_torn_tail()
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self._size = os.fstat(self._fd).st_size
+        self._out.open()
         return self
 
-    def _cut_torn_tail(self) -> None:
-        data = self.path.read_bytes()
-        keep = data.rfind(b"\n") + 1
-        if keep != len(data):
-            with self.path.open("r+b") as fh:
-                fh.truncate(keep)
-
     def append(self, event: Encodable) -> int:
-        """Write one event as one line, straight to the OS; returns the line's byte offset."""
-        if self._fd is None:
+        """Hands one event, as one line, to the writer and returns at once (never waiting for
+        the disk); returns the line's byte offset. WriteError: an earlier line failed."""
+        if not self._out.is_open:
             raise RuntimeError("journal is not open")
-        offset = self._size
         line = event.encode()
         line["at"] = round(time.time(), 3)  # the wall clock: a run's times over its sessions
-        data = orjson.dumps(line) + b"\n"
-        try:
-            self._write(self._fd, data)
-        except OSError as exc:
-            # A line cut short (a full disk) is cut off at once: the next line must not follow
-            # half of this one.
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, offset)
-            raise WriteError(self.path, exc) from exc
-        self._size += len(data)
-        return offset
+        return self._out.append(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
 
-    @staticmethod
-    def _write(fd: int, data: bytes) -> None:
-        view = memoryview(data)
-        while view:  # os.write may write less than asked (a full disk, a signal)
-            view = view[os.write(fd, view) :]
+    def flush(self) -> None:
+        """Waits until every line appended so far has reached the OS (to read it back)."""
+        self._out.flush()
 
     def sync(self) -> None:
-        """Make what was written survive a machine crash (called at round barriers)."""
-        if self._fd is not None:
-            try:
-                os.fsync(self._fd)
-            except OSError as exc:
-                raise WriteError(self.path, exc) from exc
+        """Waits until every line appended so far is written and fsynced: it then survives a
+        machine crash (called at round barriers)."""
+        self._out.sync()
 
     def close(self) -> None:
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            try:
-                os.fsync(fd)
-            except OSError as exc:
-                raise WriteError(self.path, exc) from exc
-            finally:
-                os.close(fd)
+        """Writes every line appended, fsyncs and closes."""
+        self._out.close()
 
     def __enter__(self) -> Journal:
         return self.open()
