@@ -41,6 +41,7 @@ from ttc.engine._neighbours import (
     resolve_embedder,
 )
 from ttc.engine._observer import RunObserver
+from ttc.engine._offloop import in_thread
 from ttc.engine._options import EngineOptions
 from ttc.engine._prices import price_for
 from ttc.engine._result import RunResult
@@ -196,7 +197,7 @@ class Engine:
         if not items:
             raise ConfigError("the test set is empty")
         # Self-consistency groups answers by the suite's notion of equivalence, if it has one.
-        state = RunState(items, self.strategy.judgement, self.suite.answer_key)
+        state = await in_thread(RunState, items, self.strategy.judgement, self.suite.answer_key)
         timer = RunTimer()
         async with contextlib.AsyncExitStack() as stack:
             done, embedding = await self._open(stack, state, timer)
@@ -220,7 +221,7 @@ class Engine:
         # What can be refused is refused before anything is written (a refused resume leaves a
         # run as it was), or (the embedder, which run.log names) before the journal or a request.
         self.parts.check_prices(self.pricing)
-        done = self._prepare_rundir(stack, state.items)
+        done = await self._prepare_rundir(stack, state.items)
         if self.resume and self.rundir is not None:  # its time goes on from its sessions'
             timer.past = await asyncio.to_thread(past_times, self.rundir.journal_path)
         self.parts.warn_prices(self.pricing)
@@ -229,11 +230,12 @@ class Engine:
             self.verifiers.start()
             stack.push_async_callback(self.verifiers.aclose)
         self.running = True
-        stack.callback(self._write_results, state, timer)
+        stack.push_async_callback(in_thread, self._write_results, state, timer)
         if self.rundir is not None:  # closed, then no longer written to
-            self._journal = stack.enter_context(Journal(self.rundir.journal_path))
+            self._journal = Journal(self.rundir.journal_path).open()
+            stack.push_async_callback(in_thread, self._journal.close)
             stack.callback(setattr, self, "_journal", None)
-        self._start_estimates(done)
+        await self._start_estimates(done)
         self._emit(RunStarted(bool(done), timer.started_at))
         self.observer.run_started(state, cfg.rounds, self.cost)
         stack.push_async_callback(lambda: self.observer.run_ended(self.stopped))
@@ -247,12 +249,12 @@ class Engine:
         stack.callback(self._finish_rounds, state, timer)
         return done, embedding
 
-    def _start_estimates(self, done: dict[SampleKey, Landed]) -> None:
+    async def _start_estimates(self, done: dict[SampleKey, Landed]) -> None:
         """The difficulty model's ratings (da): those the journal holds are not asked again."""
         if self._rater is None:
             return
         journal = self.rundir.journal_path if done and self.rundir is not None else None
-        known = {} if journal is None else difficulty_ratings(journal)
+        known = {} if journal is None else await in_thread(difficulty_ratings, journal)
         stopped = self.budget.is_stopped
         self.estimates = Estimates(self._rater, self._emit, known, self.config.concurrency, stopped)
 
@@ -311,7 +313,7 @@ class Engine:
             await self._round(state, stats, retrieval, done)
             stats.wall_s = timer.round_done(t)  # what the round waited for included
             stats.complete = stats.samples == stats.planned
-            self._end_round(stats)
+            await self._end_round(stats)
             if not stats.complete:
                 break
             if retrieval is not None:
@@ -371,19 +373,20 @@ class Engine:
                 self.budget.check(state)
         return allocation.allocate(t, state, k)
 
-    def _end_round(self, stats: RoundStats) -> None:
+    async def _end_round(self, stats: RoundStats) -> None:
         log.info("%s", stats.describe(self.config.rounds))
         self._emit(RoundEnded.of(stats))
-        if self._journal is not None:
-            self._journal.sync()
+        if self._journal is not None:  # in a thread, never holding the loop
+            await in_thread(self._journal.sync)
 
-    def _prepare_rundir(
+    async def _prepare_rundir(
         self, stack: contextlib.AsyncExitStack, items: Sequence[Item]
     ) -> dict[SampleKey, Landed]:
         """Checks, locks and opens the run directory; the journal's samples on resume."""
         if self.rundir is None:
             return {}
-        return open_rundir(stack, self.rundir, self.parts.describe(items), resume=self.resume)
+        description = await in_thread(self.parts.describe, items)  # the test set's checksum
+        return await open_rundir(stack, self.rundir, description, resume=self.resume)
 
     def _summary_extra(self, state: RunState) -> dict[str, Any]:
         calls: dict[str, dict[str, Any]] = {}

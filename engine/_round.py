@@ -25,6 +25,7 @@ from ttc.engine._errors import ProviderError
 from ttc.engine._events import Event, Judged, Retried, SampleFailed, SampleLanded
 from ttc.engine._journal import Landed, SampleKey
 from ttc.engine._limiter import Limiter
+from ttc.engine._offloop import pause
 from ttc.engine._pool import bounded
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._scheduler import run_round
@@ -156,9 +157,7 @@ class RoundRun:
             workers = min(cfg.concurrency, self.stats.requests)
             # A few verify workers per verifier process keep every process busy.
             verifiers = min(workers, max(4, 4 * cfg.verifier_workers))
-            jobs = (
-                j for j in self._jobs(allotment, plan, sampling) if (j.row, j.k) not in replayed
-            )
+            jobs = self._jobs(allotment, plan, sampling, replayed)
             await run_round(
                 jobs,
                 sender,
@@ -185,6 +184,7 @@ class RoundRun:
         """Accounts the journal's samples of this round; returns their (row, k)."""
         found = []
         for row, count in allotment.items():
+            await pause()  # a journal of many samples replays in short turns of the loop
             for k in range(count):
                 landed = self.done.pop(self._key(row, k), None)
                 if landed is not None:
@@ -192,12 +192,15 @@ class RoundRun:
         found = await self._judge_unjudged(found)
         found = await self._rate_unrated(found)
         self._replaying = True
+        keys = set()
         try:
             for r in found:
+                await pause()
                 self._settle_replayed(r)
+                keys.add((r.row, r.k))
         finally:
             self._replaying = False
-        return {(r.row, r.k) for r in found}
+        return keys
 
     async def _judge_unjudged(self, found: list[_Replayed]) -> list[_Replayed]:
         """Samples that landed but were never judged (the run stopped in between): judged now."""
@@ -248,18 +251,25 @@ class RoundRun:
         emit = r.fresh_verdict or r.fresh_rating is not None
         self._settle(r.row, r.k, sample.text, sample.usage, verdict, reward, emit=emit)
 
-    def _jobs(self, allotment: Allotment, plan: DemoPlan, sampling: Sampling) -> Iterator[Job]:
+    def _jobs(
+        self, allotment: Allotment, plan: DemoPlan, sampling: Sampling, skip: set[tuple[int, int]]
+    ) -> Iterator[Job]:
+        """The samples to send: the allotment's, less those replayed (`skip`), whose prompts
+        are never rendered."""
         cfg, suite, state = self.ctx.config, self.ctx.suite, self.state
         for row, count in allotment.items():
             if self.ctx.stopped:
                 return  # stop dispatching; what is in flight finishes and is recorded
+            todo = [k for k in range(count) if (row, k) not in skip]
+            if not todo:
+                continue
             item = state.items[row]
             demos = self._demos(plan.get(row, ()))
             # With no solved neighbour yet, an adaptive prompt has nothing to show: zero-shot.
             prompt = suite.adaptive_prompt(item, demos) if demos else suite.warmup_prompt(item)
             est = self.ctx.outputs.estimate(len(prompt))
             messages = (Message("user", prompt),)
-            for k in range(count):
+            for k in todo:
                 seeded = replace(sampling, seed=sample_seed(cfg.seed, item.id, self.t, k))
                 yield Job(row, self.t, k, Request(messages, seeded, 1, item.id, demos), est)
 

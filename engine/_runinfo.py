@@ -18,6 +18,7 @@ from ttc.engine._config import FLAGS, OPERATIONAL, PRESETS, RunConfig
 from ttc.engine._errors import ConfigError, DataError
 from ttc.engine._journal import Landed, SampleKey, completed_samples
 from ttc.engine._lock import RunLock
+from ttc.engine._offloop import in_thread
 from ttc.engine._records import read_json, unreadable
 from ttc.engine._rundir import RunDir, items_sha256
 from ttc.engine._secrets import redact_argv, redact_url
@@ -260,18 +261,19 @@ def require_journal(rundir: RunDir) -> None:
         raise ConfigError(f"nothing to resume: {path} is empty")
 
 
-def open_rundir(
+async def open_rundir(
     stack: contextlib.AsyncExitStack, rundir: RunDir, description: dict[str, Any], *, resume: bool
 ) -> dict[SampleKey, Landed]:
     """Checks the run directory (what can be refused is refused before anything is written),
     takes its lock, writes config.json and opens run.log, each undone by `stack`; returns the
-    journal's samples on resume."""
-    check_rundir(rundir, description, resume=resume)
+    journal's samples on resume. The files are read and written in a thread: parsing a large
+    journal takes seconds, and the host's loop goes on meanwhile."""
+    await in_thread(check_rundir, rundir, description, resume=resume)
     # One writer per run directory, before anything is written to it; the lock names its
     # holder once the journal has been read (a corrupt one is refused touching nothing).
     lock = RunLock.of_dir(rundir.path).acquire(announce=False)
     stack.callback(lock.release)
-    done = prepare_rundir(rundir, description, resume=resume)
+    done = await in_thread(prepare_rundir, rundir, description, resume=resume)
     lock.announce()
     stack.callback(rundir.detach_log, rundir.attach_log())
     return done
