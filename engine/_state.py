@@ -60,13 +60,18 @@ class Scored:
     reward: float | None = None
 
 
+_NO_USAGE = Usage()
+
+
 @dataclass(slots=True)
 class QuestionRecord:
     """Everything the run knows about one question."""
 
     samples: int = 0
     errors: int = 0
-    usage: Usage = field(default_factory=Usage)
+    # One shared zero to start from (Usage is frozen): a large test set's records are built
+    # faster, and leave the garbage collector fewer objects to walk.
+    usage: Usage = _NO_USAGE
     # The first accepted response in (round, k) order, whatever order the samples landed in.
     accepted: Pick | None = None
     # The most recent response in (round, k) order.
