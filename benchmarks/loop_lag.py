@@ -48,6 +48,7 @@ from ttc.engine import (
     EngineOptions,
     Event,
     Item,
+    RoundStats,
     RunConfig,
     RunObserver,
     RunResult,
@@ -65,6 +66,7 @@ class Phase:
     """What one phase recorded: the probe's lags (ms), the collector's pauses (ms)."""
 
     lags: list[float] = field(default_factory=list)
+    by_round: defaultdict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     # (lag, the loop thread's CPU time meanwhile) of each wake-up later than BLAME_MS: a loop
     # thread that did not run all that time waited for the GIL or for a CPU.
     late: list[tuple[float, float]] = field(default_factory=list)
@@ -83,12 +85,14 @@ class Probe:
     def __init__(self) -> None:
         self.phases: dict[str, Phase] = {}
         self.phase: Phase | None = None
+        self.round = 0  # the round in progress (0: the run's set-up)
         self.gc_total = 0.0  # ms of every collection so far
         self._gc_started = 0.0
         self._stop = False
 
     def enter(self, name: str | None) -> Phase | None:
         """Files what follows under phase `name` (None: under none)."""
+        self.round = 0
         self.phase = None if name is None else self.phases.setdefault(name, Phase())
         return self.phase
 
@@ -99,6 +103,7 @@ class Probe:
             late = max(0.0, time.perf_counter() - before - PROBE_S) * 1000
             if self.phase is not None:
                 self.phase.lags.append(late)
+                self.phase.by_round[self.round].append(late)
                 if late > BLAME_MS:
                     self.phase.late.append((late, (time.thread_time() - cpu) * 1000))
 
@@ -186,18 +191,23 @@ class Outcome:
     requests_per_round: list[int]
 
 
-class StopAfter(RunObserver):
-    """Stops the engine once `count` samples have landed (the host interrupting a run)."""
+class Watch(RunObserver):
+    """Files the probe's lags under the round in progress; with `stop_after`, stops the engine
+    once that many samples have landed (the host interrupting a run)."""
 
-    def __init__(self, count: int) -> None:
-        self.count = count
+    def __init__(self, probe: Probe, stop_after: int | None) -> None:
+        self.probe = probe
+        self.stop_after = stop_after
         self.engine: Engine | None = None
         self.landed = 0
+
+    def round_started(self, stats: RoundStats) -> None:
+        self.probe.round = stats.round
 
     def event(self, event: Event) -> None:
         if isinstance(event, SampleLanded):
             self.landed += 1
-            if self.landed == self.count and self.engine is not None:
+            if self.landed == self.stop_after and self.engine is not None:
                 self.engine.stop("the benchmark stops the run part way through")
 
 
@@ -223,9 +233,9 @@ async def one_run(
     """One Engine over the test set: its pool's start and shutdown filed under `pool`, its
     `run` under `name`."""
     suite, items = args.generated
-    config = RunConfig(method="adpt", rounds=args.rounds, k=1, verifier_workers=2)
+    config = RunConfig(method=args.method, rounds=args.rounds, k=1, verifier_workers=2)
     provider = SimProvider(suite, items, SimConfig(seed=1, latency_s=0.0))
-    observer = StopAfter(stop_after) if stop_after is not None else RunObserver()
+    observer = Watch(probe, stop_after)
     options = EngineOptions(observer=observer)
     probe.enter("pool")
     engine = Engine(
@@ -237,8 +247,7 @@ async def one_run(
         resume=resume,
         options=options,
     )
-    if isinstance(observer, StopAfter):
-        observer.engine = engine
+    observer.engine = engine
     async with engine:
         await engine.verifiers.ready()
         phase = probe.enter(name)
@@ -254,19 +263,24 @@ async def one_run(
     return Outcome(len(result.rounds), result.complete, [s.requests for s in result.rounds])
 
 
-def summary(phase: Phase) -> dict[str, Any]:
-    lags = sorted(phase.lags)
+def percentiles(lags: list[float]) -> dict[str, Any]:
+    """p50, p99 and max of some lags (ms), and how many there were."""
+    ordered = sorted(lags)
 
     def pct(q: float) -> float:
-        return round(lags[min(len(lags) - 1, math.ceil(q * len(lags)) - 1)], 2) if lags else 0.0
+        return round(ordered[max(0, math.ceil(q * len(ordered)) - 1)], 2) if ordered else 0.0
 
+    return {"p50": pct(0.5), "p99": pct(0.99), "max": pct(1.0), "wakeups": len(ordered)}
+
+
+def summary(phase: Phase) -> dict[str, Any]:
     line: dict[str, Any] = {
         "wall_s": round(phase.wall_s, 3),
-        "lag_ms": {
-            "p50": pct(0.5),
-            "p99": pct(0.99),
-            "max": round(lags[-1], 2) if lags else 0.0,
-            "wakeups": len(lags),
+        "lag_ms": percentiles(phase.lags),
+        # Round 0: the run's set-up; the last round holds the results written after it.
+        "lag_ms_by_round": {
+            str(t): {k: v for k, v in percentiles(lags).items() if k != "p50"}
+            for t, lags in sorted(phase.by_round.items())
         },
         "late": {
             "wakeups": len(phase.late),
@@ -325,6 +339,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=20_000, help="questions (default 20000)")
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--method", default="adpt", help="the method (default adpt)")
     parser.add_argument(
         "--stop-at",
         type=float,
@@ -356,7 +371,7 @@ def main() -> None:
         "simulated": True,
         "note": "sim provider at zero latency: measures the machinery, not the method",
         "suite": f"reasoning_gym {'+'.join(TASKS)}",
-        "method": "adpt",
+        "method": args.method,
         "embedder": "lexical",
         "verifier_workers": 2,
         "questions": args.size,

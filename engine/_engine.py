@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -214,7 +214,7 @@ class Engine:
 
     async def _open(
         self, stack: contextlib.AsyncExitStack, state: RunState, timer: RunTimer
-    ) -> tuple[dict[SampleKey, Landed], asyncio.Task[FloatArray] | None]:
+    ) -> tuple[MutableMapping[SampleKey, Landed], asyncio.Task[FloatArray] | None]:
         """Sets a run up; `stack` undoes each part, in reverse, when the run ends however."""
         cfg = self.config
         needs_vectors = self.strategy.needs_embeddings and cfg.rounds > cfg.warmup_rounds
@@ -249,7 +249,7 @@ class Engine:
         stack.callback(self._finish_rounds, state, timer)
         return done, embedding
 
-    async def _start_estimates(self, done: dict[SampleKey, Landed]) -> None:
+    async def _start_estimates(self, done: MutableMapping[SampleKey, Landed]) -> None:
         """The difficulty model's ratings (da): those the journal holds are not asked again."""
         if self._rater is None:
             return
@@ -288,7 +288,7 @@ class Engine:
     async def _rounds(
         self,
         state: RunState,
-        done: dict[SampleKey, Landed],
+        done: MutableMapping[SampleKey, Landed],
         embedding: asyncio.Task[FloatArray] | None,
         timer: RunTimer,
     ) -> None:
@@ -340,7 +340,7 @@ class Engine:
         state: RunState,
         stats: RoundStats,
         retrieval: Retrieval | None,
-        done: dict[SampleKey, Landed],
+        done: MutableMapping[SampleKey, Landed],
     ) -> None:
         t, k = stats.round, self.config.k
         strategy = self.strategy
@@ -381,7 +381,7 @@ class Engine:
 
     async def _prepare_rundir(
         self, stack: contextlib.AsyncExitStack, items: Sequence[Item]
-    ) -> dict[SampleKey, Landed]:
+    ) -> MutableMapping[SampleKey, Landed]:
         """Checks, locks and opens the run directory; the journal's samples on resume."""
         if self.rundir is None:
             return {}

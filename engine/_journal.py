@@ -1,7 +1,8 @@
 """The append-only journal of a run: one orjson line per typed event, written through at once.
 
 The events are the frozen dataclasses of `_events` (one codec: `encode` / `decode`); the replay
-readers (`completed_samples`, `difficulty_ratings`) return typed records. Event kinds (`ev`):
+readers (`completed_samples`, `difficulty_ratings`) return typed records (a resumed run reads its
+samples as `Replays`, kept as their lines until each is replayed). Event kinds (`ev`):
 - `start`: a run (or a resumed run) began.
 - `sample`: one planned sample landed, written the moment it lands: its text, usage, attempts and
   the demonstrations it was shown, or its final error. Keyed by (round, item, k).
@@ -43,11 +44,11 @@ offset is known then). What that keeps of the crash guarantees:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import orjson
 
@@ -66,10 +67,18 @@ from ttc.engine._events import (
     SampleLanded,
     decode_sample,
 )
-from ttc.engine._records import read_jsonl
+from ttc.engine._records import json_object, read_lines
 from ttc.engine._types import Verdict
 
-__all__ = ["Journal", "Landed", "SampleKey", "completed_samples", "decode", "read_events"]
+__all__ = [
+    "Journal",
+    "Landed",
+    "Replays",
+    "SampleKey",
+    "completed_samples",
+    "decode",
+    "read_events",
+]
 
 
 class Encodable(Protocol):
@@ -81,12 +90,19 @@ class Encodable(Protocol):
 def journal_lines(path: Path) -> Iterator[tuple[int, Fields]]:
     """(line number, object) of each line; a torn final line is skipped, a bad one is not (a
     DataError naming the file and the line). A journal that does not exist has no lines."""
+    for lineno, _, fields in _raw_lines(path):
+        yield lineno, fields
+
+
+def _raw_lines(path: Path) -> Iterator[tuple[int, bytes, Fields]]:
+    """`journal_lines`, each with the bytes of its line."""
     if not path.exists():
         return
-    for lineno, event in read_jsonl(path, strict=True, torn_tail=True):
-        if "ev" not in event:
+    for lineno, raw in read_lines(path, torn_tail=True):
+        fields = json_object(raw, f"{path}:{lineno}", strict=True)
+        if "ev" not in fields:
             raise DataError(f"{path}:{lineno}: journal line has no 'ev' field")
-        yield lineno, event
+        yield lineno, raw, fields
 
 
 def read_journal(path: Path) -> Iterator[Fields]:
@@ -142,20 +158,82 @@ _REPLAYED = frozenset({SampleLanded.KIND, Judged.KIND, Rated.KIND})
 
 def completed_samples(path: Path) -> dict[SampleKey, Landed]:
     """The samples of a journal that have a response, keyed by (round, item id, k)."""
-    done: dict[SampleKey, Landed] = {}
-    for event in read_events(path, _REPLAYED):
-        if isinstance(event, SampleLanded):
-            done[event.key] = Landed(event)
-            continue
-        before = done.get(event.key) if isinstance(event, Judged | Rated) else None
-        if before is None:
-            continue  # a verdict or rating of a sample that failed, or that is not kept
-        if isinstance(event, Judged):
-            verdict = Verdict(event.score, event.answer)
-            done[event.key] = Landed(before.sample, verdict, before.rating)
-        elif isinstance(event, Rated):
-            done[event.key] = Landed(before.sample, before.verdict, event)
-    return done
+    return dict(Replays.read(path))
+
+
+# A landed sample as the journal holds it: its line, and those of its verdict and its rating.
+_Lines = tuple[bytes, bytes | None, bytes | None]
+E = TypeVar("E", bound=Event)
+
+
+class Replays(MutableMapping[SampleKey, Landed]):
+    """`completed_samples` as a resumed run replays them: each sample is kept as its journal
+    lines until it is taken, then decoded. Bytes hold no references, so however many samples a
+    journal holds (tens of thousands), the garbage collector has none of them to walk, and its
+    pauses (which stop the host's loop too) stay short."""
+
+    def __init__(self) -> None:
+        self._lines: dict[SampleKey, _Lines] = {}
+        self._decoded: dict[SampleKey, Landed] = {}  # what was set, not read
+
+    @classmethod
+    def read(cls, path: Path) -> Replays:
+        """Every line is read and decoded now: a bad one is a DataError naming its line."""
+        replays = cls()
+        lines = replays._lines
+        for lineno, raw, fields in _raw_lines(path):
+            if fields["ev"] not in _REPLAYED:
+                continue
+            event = decode(fields, f"{path}:{lineno}")
+            if isinstance(event, SampleLanded):
+                lines[event.key] = (raw, None, None)
+                continue
+            if not isinstance(event, Judged | Rated):
+                continue  # a sample that failed: sent again
+            before = lines.get(event.key)
+            if before is None:
+                continue  # a verdict or rating of a sample that failed, or that is not kept
+            if isinstance(event, Judged):
+                lines[event.key] = (before[0], raw, before[2])
+            else:
+                lines[event.key] = (before[0], before[1], raw)
+        return replays
+
+    def __getitem__(self, key: SampleKey) -> Landed:
+        if key in self._decoded:
+            return self._decoded[key]
+        sample, verdict, rating = self._lines[key]
+        judged = None if verdict is None else _decoded(verdict, Judged)
+        return Landed(
+            _decoded(sample, SampleLanded),
+            None if judged is None else Verdict(judged.score, judged.answer),
+            None if rating is None else _decoded(rating, Rated),
+        )
+
+    def __setitem__(self, key: SampleKey, value: Landed) -> None:
+        self._lines.pop(key, None)
+        self._decoded[key] = value
+
+    def __delitem__(self, key: SampleKey) -> None:
+        if self._decoded.pop(key, None) is None:
+            del self._lines[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._lines or key in self._decoded
+
+    def __iter__(self) -> Iterator[SampleKey]:
+        yield from self._lines
+        yield from self._decoded
+
+    def __len__(self) -> int:
+        return len(self._lines) + len(self._decoded)
+
+
+def _decoded(raw: bytes, kind: type[E]) -> E:
+    """A line `Replays.read` has decoded once already."""
+    event = decode(orjson.loads(raw))
+    assert isinstance(event, kind)
+    return event
 
 
 def difficulty_ratings(path: Path) -> dict[str, DifficultyRated]:

@@ -9,8 +9,9 @@ millisecond of lag for every other coroutine of the host. Two tools keep that sh
   closed, a lock released) never overlaps it.
 - `await pause()`: called inside a long loop on the loop thread (a round's send workers, the
   replay of a journal), it gives the loop a turn once the engine's code has held it for
-  `TURN_S` since its last turn, and then every other `pause()` of the same loop iteration gives
-  way too, so one iteration of the loop stays short however many tasks were ready in it.
+  `TURN_S`: every task that calls it then waits at one gate while the loop runs everything
+  else that is ready (its timers, and the tasks they wake), so however many of the engine's
+  tasks were ready, the host's coroutines wait at most about TURN_S for the loop.
 """
 
 from __future__ import annotations
@@ -49,17 +50,30 @@ async def in_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) ->
 
 
 class _Turns:
-    """When the loop last had a turn, and whether one is owed."""
+    """When the engine's code last began a turn on a loop, and the gate it waits at when it has
+    had its turn."""
 
-    __slots__ = ("owed", "since")
+    __slots__ = ("gate", "loop", "since")
 
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
         self.since = time.perf_counter()
-        self.owed = False
+        self.gate: asyncio.Future[None] | None = None
 
-    def turned(self) -> None:
-        self.owed = False
+    def close(self) -> asyncio.Future[None]:
+        """Shuts the gate for two iterations of the loop: in the first, the loop's own callbacks
+        run (a timer that fell due, data that arrived); in the second, the tasks they woke. An
+        iteration is first come, first served, so the engine's tasks wait for a third."""
+        if self.gate is None:
+            self.gate = self.loop.create_future()
+            self.loop.call_soon(self.loop.call_soon, self._open)
+        return self.gate
+
+    def _open(self) -> None:
+        gate, self.gate = self.gate, None
         self.since = time.perf_counter()
+        if gate is not None and not gate.done():
+            gate.set_result(None)
 
 
 _TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Turns] = weakref.WeakKeyDictionary()
@@ -70,13 +84,8 @@ async def pause() -> None:
     loop = asyncio.get_running_loop()
     turns = _TURNS.get(loop)
     if turns is None:
-        turns = _TURNS[loop] = _Turns()
-    while True:
-        if not turns.owed:
-            if time.perf_counter() - turns.since < TURN_S:
-                return
-            # Runs at the start of the loop's next iteration, before the tasks giving way now.
-            turns.owed = True
-            loop.call_soon(turns.turned)
-        # Back from its turn, a task gives way again if another has used up the new one.
-        await asyncio.sleep(0)
+        turns = _TURNS[loop] = _Turns(loop)
+    while turns.gate is not None or time.perf_counter() - turns.since >= TURN_S:
+        # Shielded: a task cancelled at the gate leaves it shut for the others. Back through
+        # it, a task waits again if another has used up the new turn already.
+        await asyncio.shield(turns.close())

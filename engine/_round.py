@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, replace
 
 from ttc.engine._budget import RunBudget
@@ -115,7 +115,7 @@ class RoundRun:
         ctx: RoundContext,
         state: RunState,
         stats: RoundStats,
-        done: dict[SampleKey, Landed],
+        done: MutableMapping[SampleKey, Landed],
     ) -> None:
         self.ctx = ctx
         self.state = state
@@ -181,25 +181,28 @@ class RoundRun:
         return (self.t, self.state.items[row].id, k)
 
     async def _replay(self, allotment: Allotment) -> set[tuple[int, int]]:
-        """Accounts the journal's samples of this round; returns their (row, k)."""
-        found = []
+        """Accounts the journal's samples of this round; returns their (row, k). A sample the
+        journal has judged (and rated) is settled as it is taken, in short turns of the loop, so
+        a large journal is never held decoded at once (the garbage collector's pauses stop the
+        host's loop too); the others are judged (and rated) first, together."""
+        keys, found = set(), []
+        rated = not self.judgement.reward_model or self.ctx.scorer is None
         for row, count in allotment.items():
-            await pause()  # a journal of many samples replays in short turns of the loop
+            await pause()
             for k in range(count):
                 landed = self.done.pop(self._key(row, k), None)
-                if landed is not None:
+                if landed is None:
+                    continue
+                keys.add((row, k))
+                if landed.verdict is not None and (rated or landed.rating is not None):
+                    self._settle_replayed(_Replayed(row, k, landed))
+                else:
                     found.append(_Replayed(row, k, landed))
         found = await self._judge_unjudged(found)
         found = await self._rate_unrated(found)
-        self._replaying = True
-        keys = set()
-        try:
-            for r in found:
-                await pause()
-                self._settle_replayed(r)
-                keys.add((r.row, r.k))
-        finally:
-            self._replaying = False
+        for r in found:
+            await pause()
+            self._settle_replayed(r)
         return keys
 
     async def _judge_unjudged(self, found: list[_Replayed]) -> list[_Replayed]:
@@ -249,7 +252,11 @@ class RoundRun:
         assert verdict is not None  # _judge_unjudged gave every sample one
         self.state.simulated |= sample.simulated
         emit = r.fresh_verdict or r.fresh_rating is not None
-        self._settle(r.row, r.k, sample.text, sample.usage, verdict, reward, emit=emit)
+        self._replaying = True
+        try:
+            self._settle(r.row, r.k, sample.text, sample.usage, verdict, reward, emit=emit)
+        finally:
+            self._replaying = False
 
     def _jobs(
         self, allotment: Allotment, plan: DemoPlan, sampling: Sampling, skip: set[tuple[int, int]]
@@ -330,6 +337,7 @@ class RoundRun:
         else:
             verdicts = await verifiers.judge_many(pairs)
         for (job, comp), verdict, reward in zip(group, verdicts, rewards, strict=True):
+            await pause()  # a batch of verdicts is accounted in short turns of the loop
             if reward is not None:
                 self._emit_rating(job.row, job.k, reward)
             self._settle(job.row, job.k, comp.texts[0], comp.usage, verdict, reward, emit=True)
