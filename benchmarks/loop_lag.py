@@ -26,7 +26,8 @@ As a latency-minded service does, the host freezes its start-up heap (`gc.freeze
 imports are done and the test set is generated: some 260,000 objects for 20,000 questions), so
 that the collector's full collections walk only what was made since. `--no-gc-freeze` measures
 without: each full collection then walks the host's whole heap (100-180 ms on a 2-core machine),
-a pause the engine's allocations set off but cannot shorten.
+a pause the engine's allocations set off but cannot shorten. The host also imports
+numpy.random at start-up: the sim provider would on its first call (some 150 ms on the loop).
 
     python benchmarks/loop_lag.py [--size 20000] [--rounds 4] [--no-gc-freeze] [--blame]
 
@@ -50,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy.random  # noqa: F401 - the sim provider imports it on its first call: at start-up here
 import orjson
 
 from ttc.adapters import LexicalEmbedder, ReasoningGymSuite, SimConfig, SimProvider
