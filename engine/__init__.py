@@ -54,7 +54,6 @@ from ttc.engine._prices import Price
 from ttc.engine._records import parse_json, read_bytes, read_json, read_jsonl
 from ttc.engine._result import RunResult
 from ttc.engine._retry import RetryPolicy
-from ttc.engine._round import sample_seed
 from ttc.engine._rundir import items_sha256, matched_output_tokens
 from ttc.engine._runinfo import SIM_NOTE, run_begun
 from ttc.engine._secrets import (
@@ -68,7 +67,7 @@ from ttc.engine._secrets import (
     url_credentials,
     withheld,
 )
-from ttc.engine._state import QuestionRecord, RoundStats, RunState
+from ttc.engine._state import QuestionRecord, RoundStats, RunState, sample_seed
 from ttc.engine._stream import QuestionGaveUp, QuestionSolved, RunEnded, StreamEvent
 from ttc.engine._tokens import MAX_RESPONSE_TOKENS, TokenEstimator, text_tokens, token_count
 from ttc.engine._types import (

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -32,6 +32,7 @@ from ttc.engine._errors import ConfigError, describe_failure
 from ttc.engine._events import Event, RoundEnded, RunStarted
 from ttc.engine._journal import Journal, Landed, SampleKey, difficulty_ratings
 from ttc.engine._limiter import Limiter
+from ttc.engine._logs import to_run_log
 from ttc.engine._neighbours import (
     EmbedderSpec,
     NoRetrieval,
@@ -40,15 +41,16 @@ from ttc.engine._neighbours import (
     resolve_embedder,
 )
 from ttc.engine._observer import RunObserver
+from ttc.engine._offloop import in_thread
 from ttc.engine._options import EngineOptions
 from ttc.engine._prices import price_for
 from ttc.engine._result import RunResult
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._roles import RoleModels
-from ttc.engine._round import RoundContext, RoundRun, count_into
+from ttc.engine._round import RoundContext, RoundRun
 from ttc.engine._rundir import RunDir
 from ttc.engine._runinfo import RunParts, open_rundir
-from ttc.engine._state import RoundStats, RunState
+from ttc.engine._state import RoundStats, RunState, count_into
 from ttc.engine._stream import RunEnded, Sink, SolvedWatch, StreamEvent, discard, stream_of
 from ttc.engine._tokens import TokenEstimator
 from ttc.engine._types import FloatArray, Item, Provider, Suite, Usage, require_parts
@@ -201,7 +203,7 @@ class Engine:
         if not items:
             raise ConfigError("the test set is empty")
         # Self-consistency groups answers by the suite's notion of equivalence, if it has one.
-        state = RunState(items, self.strategy.judgement, self.suite.answer_key)
+        state = await in_thread(RunState, items, self.strategy.judgement, self.suite.answer_key)
         timer = RunTimer()
         self._sink, self._watch = sink, SolvedWatch(state, sink)
         async with contextlib.AsyncExitStack() as stack:
@@ -225,21 +227,21 @@ class Engine:
         (once)."""
         if self.stopped is None:
             self.budget.stop(StopReason.failed(describe_failure(exc)))
-            log.error("the run failed", exc_info=exc)
+            to_run_log(logging.ERROR, f"the run failed: {describe_failure(exc)}", exc)
 
     async def _open(
         self, stack: contextlib.AsyncExitStack, state: RunState, timer: RunTimer
-    ) -> tuple[dict[SampleKey, Landed], asyncio.Task[FloatArray] | None]:
+    ) -> tuple[MutableMapping[SampleKey, Landed], asyncio.Task[FloatArray] | None]:
         """Sets a run up; `stack` undoes each part, in reverse, when the run ends however."""
         cfg = self.config
         needs_vectors = self.strategy.needs_embeddings and cfg.rounds > cfg.warmup_rounds
         # What can be refused is refused before anything is written (a refused resume leaves a
         # run as it was), or (the embedder, which run.log names) before the journal or a request.
         self.parts.check_prices(self.pricing)
-        done: dict[SampleKey, Landed] = {}
+        done: MutableMapping[SampleKey, Landed] = {}
         if self.rundir is not None:  # checked, locked, opened; on resume, the journal's samples
-            description = self.parts.describe(state.items)
-            done = open_rundir(stack, self.rundir, description, resume=self.resume)
+            description = await in_thread(self.parts.describe, state.items)  # its checksum
+            done = await open_rundir(stack, self.rundir, description, resume=self.resume)
         if self.resume and self.rundir is not None:  # its time goes on from its sessions'
             timer.past = await asyncio.to_thread(past_times, self.rundir.journal_path)
         self.parts.warn_prices(self.pricing)
@@ -248,12 +250,13 @@ class Engine:
             self.verifiers.start()
             stack.push_async_callback(self.verifiers.aclose)
         self.running = True
-        stack.callback(self._write_results, state, timer)
+        stack.push_async_callback(in_thread, self._write_results, state, timer)
         if self.rundir is not None:  # closed, then no longer written to
-            self._journal = stack.enter_context(Journal(self.rundir.journal_path))
+            self._journal = Journal(self.rundir.journal_path).open()
+            stack.push_async_callback(in_thread, self._journal.close)
             stack.callback(setattr, self, "_journal", None)
         if done and self.rundir is not None:  # da's ratings the journal holds are not asked again
-            known = await asyncio.to_thread(difficulty_ratings, self.rundir.journal_path)
+            known = await in_thread(difficulty_ratings, self.rundir.journal_path)
         else:
             known = {}
         self.models.start_estimates(known, self._emit, cfg.concurrency, self.budget.is_stopped)
@@ -305,7 +308,7 @@ class Engine:
     async def _rounds(
         self,
         state: RunState,
-        done: dict[SampleKey, Landed],
+        done: MutableMapping[SampleKey, Landed],
         embedding: asyncio.Task[FloatArray] | None,
         timer: RunTimer,
     ) -> None:
@@ -330,7 +333,7 @@ class Engine:
             await self._round(state, stats, retrieval, done)
             stats.wall_s = timer.round_done(t)  # what the round waited for included
             stats.complete = stats.samples == stats.planned
-            self._end_round(stats)
+            await self._end_round(stats)
             if not stats.complete:
                 break
             if retrieval is not None:
@@ -359,7 +362,7 @@ class Engine:
         state: RunState,
         stats: RoundStats,
         retrieval: Retrieval | None,
-        done: dict[SampleKey, Landed],
+        done: MutableMapping[SampleKey, Landed],
     ) -> None:
         t, k = stats.round, self.config.k
         strategy = self.strategy
@@ -389,8 +392,8 @@ class Engine:
                 self.budget.check(state)
         return allocation.allocate(t, state, k)
 
-    def _end_round(self, stats: RoundStats) -> None:
+    async def _end_round(self, stats: RoundStats) -> None:
         log.info("%s", stats.describe(self.config.rounds))
         self._emit(RoundEnded.of(stats))
-        if self._journal is not None:
-            self._journal.sync()
+        if self._journal is not None:  # in a thread, never holding the loop
+            await in_thread(self._journal.sync)

@@ -118,4 +118,4 @@ def describe_failure(exc: BaseException) -> str:
     in code the run called (a provider, a suite, an embedder), named with its type."""
     if isinstance(exc, TtcError):
         return str(exc)
-    return f"{type(exc).__name__}: {exc} (raised by code the run called; traceback in the log)"
+    return f"{type(exc).__name__}: {exc} (raised by code the run called)"

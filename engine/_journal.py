@@ -1,7 +1,8 @@
 """The append-only journal of a run: one orjson line per typed event, written through at once.
 
 The events are the frozen dataclasses of `_events` (one codec: `encode` / `decode`); the replay
-readers (`completed_samples`, `difficulty_ratings`) return typed records. Event kinds (`ev`):
+readers (`completed_samples`, `difficulty_ratings`) return typed records (a resumed run reads its
+samples as `Replays`, kept as their lines until each is replayed). Event kinds (`ev`):
 - `start`: a run (or a resumed run) began.
 - `sample`: one planned sample landed, written the moment it lands: its text, usage, attempts and
   the demonstrations it was shown, or its final error. Keyed by (round, item, k).
@@ -24,24 +25,35 @@ Every line also carries `at`, the wall-clock time it was written (`_walltime` su
 sessions from it); a sample answered by the offline simulator carries `sim: true`, so the label
 follows the answer into a resumed run.
 
-Each line goes to the OS with one unbuffered write, so a killed process loses at most the line
-it was writing; a torn last line is cut off when the journal is reopened.
+Lines are written by the journal's own writer thread (`_appender`), so that `append` never
+waits for the disk: it encodes the event, hands the line over and returns (the line's byte
+offset is known then). What that keeps of the crash guarantees:
+- the lines reach the file in the order they were appended, and none after one that failed;
+- a line reaches the OS within a few milliseconds of its `append` (the writer takes everything
+  appended meanwhile in one write): a process killed, SIGKILL included, loses the lines of its
+  last few milliseconds at most, and a resumed run sends those samples again;
+- `sync` (at each round barrier, called in a thread) returns once every line appended before it
+  is written and fsynced, so a round's barrier survives a machine crash; `close` writes every
+  line, fsyncs and closes;
+- a write that fails (a full disk) cuts the file back to its last whole line and writes nothing
+  more; the next `append`, `flush`, `sync` or `close` raises it as a WriteError, and the lines
+  appended in between are lost like those of a kill;
+- a torn last line (a kill in the middle of a write) is cut off when the journal is reopened.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import orjson
 
-from ttc.engine._errors import DataError, WriteError
+from ttc.engine._appender import Appender
+from ttc.engine._errors import DataError
 from ttc.engine._events import (
     DifficultyRated,
     Event,
@@ -55,10 +67,18 @@ from ttc.engine._events import (
     SampleLanded,
     decode_sample,
 )
-from ttc.engine._records import read_jsonl
+from ttc.engine._records import json_object, read_lines
 from ttc.engine._types import Verdict
 
-__all__ = ["Journal", "Landed", "SampleKey", "completed_samples", "decode", "read_events"]
+__all__ = [
+    "Journal",
+    "Landed",
+    "Replays",
+    "SampleKey",
+    "completed_samples",
+    "decode",
+    "read_events",
+]
 
 
 class Encodable(Protocol):
@@ -70,12 +90,19 @@ class Encodable(Protocol):
 def journal_lines(path: Path) -> Iterator[tuple[int, Fields]]:
     """(line number, object) of each line; a torn final line is skipped, a bad one is not (a
     DataError naming the file and the line). A journal that does not exist has no lines."""
+    for lineno, _, fields in _raw_lines(path):
+        yield lineno, fields
+
+
+def _raw_lines(path: Path) -> Iterator[tuple[int, bytes, Fields]]:
+    """`journal_lines`, each with the bytes of its line."""
     if not path.exists():
         return
-    for lineno, event in read_jsonl(path, strict=True, torn_tail=True):
-        if "ev" not in event:
+    for lineno, raw in read_lines(path, torn_tail=True):
+        fields = json_object(raw, f"{path}:{lineno}", strict=True)
+        if "ev" not in fields:
             raise DataError(f"{path}:{lineno}: journal line has no 'ev' field")
-        yield lineno, event
+        yield lineno, raw, fields
 
 
 def read_journal(path: Path) -> Iterator[Fields]:
@@ -131,20 +158,82 @@ _REPLAYED = frozenset({SampleLanded.KIND, Judged.KIND, Rated.KIND})
 
 def completed_samples(path: Path) -> dict[SampleKey, Landed]:
     """The samples of a journal that have a response, keyed by (round, item id, k)."""
-    done: dict[SampleKey, Landed] = {}
-    for event in read_events(path, _REPLAYED):
-        if isinstance(event, SampleLanded):
-            done[event.key] = Landed(event)
-            continue
-        before = done.get(event.key) if isinstance(event, Judged | Rated) else None
-        if before is None:
-            continue  # a verdict or rating of a sample that failed, or that is not kept
-        if isinstance(event, Judged):
-            verdict = Verdict(event.score, event.answer)
-            done[event.key] = Landed(before.sample, verdict, before.rating)
-        elif isinstance(event, Rated):
-            done[event.key] = Landed(before.sample, before.verdict, event)
-    return done
+    return dict(Replays.read(path))
+
+
+# A landed sample as the journal holds it: its line, and those of its verdict and its rating.
+_Lines = tuple[bytes, bytes | None, bytes | None]
+E = TypeVar("E", bound=Event)
+
+
+class Replays(MutableMapping[SampleKey, Landed]):
+    """`completed_samples` as a resumed run replays them: each sample is kept as its journal
+    lines until it is taken, then decoded. Bytes hold no references, so however many samples a
+    journal holds (tens of thousands), the garbage collector has none of them to walk, and its
+    pauses (which stop the host's loop too) stay short."""
+
+    def __init__(self) -> None:
+        self._lines: dict[SampleKey, _Lines] = {}
+        self._decoded: dict[SampleKey, Landed] = {}  # what was set, not read
+
+    @classmethod
+    def read(cls, path: Path) -> Replays:
+        """Every line is read and decoded now: a bad one is a DataError naming its line."""
+        replays = cls()
+        lines = replays._lines
+        for lineno, raw, fields in _raw_lines(path):
+            if fields["ev"] not in _REPLAYED:
+                continue
+            event = decode(fields, f"{path}:{lineno}")
+            if isinstance(event, SampleLanded):
+                lines[event.key] = (raw, None, None)
+                continue
+            if not isinstance(event, Judged | Rated):
+                continue  # a sample that failed: sent again
+            before = lines.get(event.key)
+            if before is None:
+                continue  # a verdict or rating of a sample that failed, or that is not kept
+            if isinstance(event, Judged):
+                lines[event.key] = (before[0], raw, before[2])
+            else:
+                lines[event.key] = (before[0], before[1], raw)
+        return replays
+
+    def __getitem__(self, key: SampleKey) -> Landed:
+        if key in self._decoded:
+            return self._decoded[key]
+        sample, verdict, rating = self._lines[key]
+        judged = None if verdict is None else _decoded(verdict, Judged)
+        return Landed(
+            _decoded(sample, SampleLanded),
+            None if judged is None else Verdict(judged.score, judged.answer),
+            None if rating is None else _decoded(rating, Rated),
+        )
+
+    def __setitem__(self, key: SampleKey, value: Landed) -> None:
+        self._lines.pop(key, None)
+        self._decoded[key] = value
+
+    def __delitem__(self, key: SampleKey) -> None:
+        if self._decoded.pop(key, None) is None:
+            del self._lines[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._lines or key in self._decoded
+
+    def __iter__(self) -> Iterator[SampleKey]:
+        yield from self._lines
+        yield from self._decoded
+
+    def __len__(self) -> int:
+        return len(self._lines) + len(self._decoded)
+
+
+def _decoded(raw: bytes, kind: type[E]) -> E:
+    """A line `Replays.read` has decoded once already."""
+    event = decode(orjson.loads(raw))
+    assert isinstance(event, kind)
+    return event
 
 
 def difficulty_ratings(path: Path) -> dict[str, DifficultyRated]:
@@ -157,70 +246,39 @@ def difficulty_ratings(path: Path) -> dict[str, DifficultyRated]:
 
 
 class Journal:
-    """Appends events to `path`; reopening an existing journal first cuts a torn last line."""
+    """Appends events to `path` through a writer thread; reopening an existing journal first
+    cuts a torn last line. `flush`, `sync` and `close` block: async code calls them in a
+    thread."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd: int | None = None
-        self._size = 0  # bytes in the file: the offset of the next line
+        self._out = Appender(path)
 
     def open(self) -> Journal:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists():
-            self._cut_torn_tail()
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self._size = os.fstat(self._fd).st_size
+        self._out.open()
         return self
 
-    def _cut_torn_tail(self) -> None:
-        data = self.path.read_bytes()
-        keep = data.rfind(b"\n") + 1
-        if keep != len(data):
-            with self.path.open("r+b") as fh:
-                fh.truncate(keep)
-
     def append(self, event: Encodable) -> int:
-        """Write one event as one line, straight to the OS; returns the line's byte offset."""
-        if self._fd is None:
+        """Hands one event, as one line, to the writer and returns at once (never waiting for
+        the disk); returns the line's byte offset. WriteError: an earlier line failed."""
+        if not self._out.is_open:
             raise RuntimeError("journal is not open")
-        offset = self._size
         line = event.encode()
         line["at"] = round(time.time(), 3)  # the wall clock: a run's times over its sessions
-        data = orjson.dumps(line) + b"\n"
-        try:
-            self._write(self._fd, data)
-        except OSError as exc:
-            # A line cut short (a full disk) is cut off at once: the next line must not follow
-            # half of this one.
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, offset)
-            raise WriteError(self.path, exc) from exc
-        self._size += len(data)
-        return offset
+        return self._out.append(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
 
-    @staticmethod
-    def _write(fd: int, data: bytes) -> None:
-        view = memoryview(data)
-        while view:  # os.write may write less than asked (a full disk, a signal)
-            view = view[os.write(fd, view) :]
+    def flush(self) -> None:
+        """Waits until every line appended so far has reached the OS (to read it back)."""
+        self._out.flush()
 
     def sync(self) -> None:
-        """Make what was written survive a machine crash (called at round barriers)."""
-        if self._fd is not None:
-            try:
-                os.fsync(self._fd)
-            except OSError as exc:
-                raise WriteError(self.path, exc) from exc
+        """Waits until every line appended so far is written and fsynced: it then survives a
+        machine crash (called at round barriers)."""
+        self._out.sync()
 
     def close(self) -> None:
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            try:
-                os.fsync(fd)
-            except OSError as exc:
-                raise WriteError(self.path, exc) from exc
-            finally:
-                os.close(fd)
+        """Writes every line appended, fsyncs and closes."""
+        self._out.close()
 
     def __enter__(self) -> Journal:
         return self.open()

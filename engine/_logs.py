@@ -180,3 +180,15 @@ def run_logging(rundir: RunDir) -> Iterator[logging.Handler]:
         handler = rundir.attach_log()
         stack.callback(rundir.detach_log, handler)
         yield handler
+
+
+def to_run_log(level: int, message: str, exc: BaseException) -> None:
+    """Writes `message` with `exc`'s traceback to this run's run.log only: for an error the run
+    raises to its host, who sees the traceback with the exception (a library that also logs what
+    it raises prints it twice)."""
+    logs = _RUN.get()
+    if logs is None or logs.ended:
+        return
+    exc_info = (type(exc), exc, exc.__traceback__)
+    record = logging.getLogger(_NAME).makeRecord(_NAME, level, __file__, 0, message, (), exc_info)
+    logs.write(record)

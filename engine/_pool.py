@@ -13,6 +13,8 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, Generic, TypeVar
 
+from ttc.engine._offloop import pause
+
 T = TypeVar("T")
 
 __all__ = ["Batches", "bounded"]
@@ -37,6 +39,7 @@ async def bounded(
         async def worker() -> None:
             async for x in source:  # a shared iterator: each x goes to one worker
                 await call(x)
+                await pause()  # work that never waits must not hold the host's loop
 
     else:
         it = iter(things)
@@ -44,6 +47,7 @@ async def bounded(
         async def worker() -> None:
             for x in it:
                 await call(x)
+                await pause()
 
     try:
         async with asyncio.TaskGroup() as tg:

@@ -13,9 +13,8 @@ A round sees its run through a `RoundContext`: the parts it needs, not the engin
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, replace
 
 from ttc.engine._budget import RunBudget
@@ -25,11 +24,12 @@ from ttc.engine._errors import ProviderError
 from ttc.engine._events import Event, Judged, Retried, SampleFailed, SampleLanded
 from ttc.engine._journal import Landed, SampleKey
 from ttc.engine._limiter import Limiter
+from ttc.engine._offloop import pause
 from ttc.engine._pool import bounded
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._scheduler import run_round
 from ttc.engine._sender import Job, Outcome, Sender
-from ttc.engine._state import RoundStats, RunState, Scored
+from ttc.engine._state import RoundStats, RunState, Scored, count_into, sample_seed
 from ttc.engine._stream import SolvedWatch
 from ttc.engine._tokens import TokenEstimator
 from ttc.engine._types import (
@@ -49,25 +49,6 @@ from ttc.engine.strategy._contract import Allotment, DemoPlan, DemoRef
 from ttc.engine.strategy._judges import Judgement, Noisy, RewardResult, RoleCaller
 
 log = logging.getLogger("ttc")
-
-
-def sample_seed(run_seed: int, item_id: str, round_no: int, k: int) -> int:
-    """The sampling seed of one planned sample: stable across processes, fits in 31 bits."""
-    digest = hashlib.blake2b(f"{run_seed}/{item_id}/{round_no}/{k}".encode(), digest_size=8)
-    return int.from_bytes(digest.digest(), "big") & 0x7FFFFFFF
-
-
-def count_into(state: RunState, stats: RoundStats) -> None:
-    """The barrier's counts: resolved, covered and accurate questions, as the state stands."""
-    state.close_round(stats.round)
-    n = state.n
-    stats.solved = state.solved_count()
-    stats.covered = state.covered_count()
-    stats.accurate = state.accurate_count()
-    stats.coverage = stats.covered / n if n else 0.0
-    stats.accuracy = stats.accurate / n if n else 0.0
-    i = next((i for i, s in enumerate(state.rounds) if s is stats), len(state.rounds))
-    stats.newly_solved = stats.solved - (state.rounds[i - 1].solved if i > 0 else 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +101,7 @@ class RoundRun:
         ctx: RoundContext,
         state: RunState,
         stats: RoundStats,
-        done: dict[SampleKey, Landed],
+        done: MutableMapping[SampleKey, Landed],
     ) -> None:
         self.ctx = ctx
         self.state = state
@@ -162,9 +143,7 @@ class RoundRun:
             workers = min(cfg.concurrency, self.stats.requests)
             # A few verify workers per verifier process keep every process busy.
             verifiers = min(workers, max(4, 4 * cfg.verifier_workers))
-            jobs = (
-                j for j in self._jobs(allotment, plan, sampling) if (j.row, j.k) not in replayed
-            )
+            jobs = self._jobs(allotment, plan, sampling, replayed)
             await run_round(
                 jobs,
                 sender,
@@ -191,22 +170,29 @@ class RoundRun:
         return (self.t, self.state.items[row].id, k)
 
     async def _replay(self, allotment: Allotment) -> set[tuple[int, int]]:
-        """Accounts the journal's samples of this round; returns their (row, k)."""
-        found = []
+        """Accounts the journal's samples of this round; returns their (row, k). A sample the
+        journal has judged (and rated) is settled as it is taken, in short turns of the loop, so
+        a large journal is never held decoded at once (the garbage collector's pauses stop the
+        host's loop too); the others are judged (and rated) first, together."""
+        keys, found = set(), []
+        rated = not self.judgement.reward_model or self.ctx.scorer is None
         for row, count in allotment.items():
+            await pause()
             for k in range(count):
                 landed = self.done.pop(self._key(row, k), None)
-                if landed is not None:
+                if landed is None:
+                    continue
+                keys.add((row, k))
+                if landed.verdict is not None and (rated or landed.rating is not None):
+                    self._settle_replayed(_Replayed(row, k, landed))
+                else:
                     found.append(_Replayed(row, k, landed))
         found = await self._judge_unjudged(found)
         found = await self._rate_unrated(found)
-        self._replaying = True
-        try:
-            for r in found:
-                self._settle_replayed(r)
-        finally:
-            self._replaying = False
-        return {(r.row, r.k) for r in found}
+        for r in found:
+            await pause()
+            self._settle_replayed(r)
+        return keys
 
     async def _judge_unjudged(self, found: list[_Replayed]) -> list[_Replayed]:
         """Samples that landed but were never judged (the run stopped in between): judged now."""
@@ -255,20 +241,31 @@ class RoundRun:
         assert verdict is not None  # _judge_unjudged gave every sample one
         self.state.simulated |= sample.simulated
         emit = r.fresh_verdict or r.fresh_rating is not None
-        self._settle(r.row, r.k, sample.text, sample.usage, verdict, reward, emit=emit)
+        self._replaying = True
+        try:
+            self._settle(r.row, r.k, sample.text, sample.usage, verdict, reward, emit=emit)
+        finally:
+            self._replaying = False
 
-    def _jobs(self, allotment: Allotment, plan: DemoPlan, sampling: Sampling) -> Iterator[Job]:
+    def _jobs(
+        self, allotment: Allotment, plan: DemoPlan, sampling: Sampling, skip: set[tuple[int, int]]
+    ) -> Iterator[Job]:
+        """The samples to send: the allotment's, less those replayed (`skip`), whose prompts
+        are never rendered."""
         cfg, suite, state = self.ctx.config, self.ctx.suite, self.state
         for row, count in allotment.items():
             if self.ctx.stopped:
                 return  # stop dispatching; what is in flight finishes and is recorded
+            todo = [k for k in range(count) if (row, k) not in skip]
+            if not todo:
+                continue
             item = state.items[row]
             demos = self._demos(plan.get(row, ()))
             # With no solved neighbour yet, an adaptive prompt has nothing to show: zero-shot.
             prompt = suite.adaptive_prompt(item, demos) if demos else suite.warmup_prompt(item)
             est = self.ctx.outputs.estimate(len(prompt))
             messages = (Message("user", prompt),)
-            for k in range(count):
+            for k in todo:
                 seeded = replace(sampling, seed=sample_seed(cfg.seed, item.id, self.t, k))
                 yield Job(row, self.t, k, Request(messages, seeded, 1, item.id, demos), est)
 
@@ -329,6 +326,7 @@ class RoundRun:
         else:
             verdicts = await verifiers.judge_many(pairs)
         for (job, comp), verdict, reward in zip(group, verdicts, rewards, strict=True):
+            await pause()  # a batch of verdicts is accounted in short turns of the loop
             if reward is not None:
                 self._emit_rating(job.row, job.k, reward)
             self._settle(job.row, job.k, comp.texts[0], comp.usage, verdict, reward, emit=True)

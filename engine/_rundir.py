@@ -160,7 +160,8 @@ class RunDir:
         wall_s: float,
         cost: Callable[[Usage], float | None] = lambda usage: None,
     ) -> None:
-        """results.jsonl (one line per question) and summary.json (per-round totals)."""
+        """results.jsonl (one line per question) and summary.json (per-round totals). Blocking
+        (a large run's results take a while, and are fsynced): the engine calls it in a thread."""
         write_atomic(self.results_path, _result_lines(state))
         total = state.total_usage()
         n = state.n

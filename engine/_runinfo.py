@@ -9,16 +9,17 @@ import contextlib
 import dataclasses
 import logging
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ttc.engine._budget import Pricing, StopReason
 from ttc.engine._config import FLAGS, OPERATIONAL, PRESETS, RunConfig
 from ttc.engine._errors import ConfigError, DataError
-from ttc.engine._journal import Landed, SampleKey, completed_samples
+from ttc.engine._journal import Landed, Replays, SampleKey
 from ttc.engine._lock import RunLock
 from ttc.engine._logs import run_logging
+from ttc.engine._offloop import in_thread
 from ttc.engine._records import read_json, unreadable
 from ttc.engine._rundir import RunDir, items_sha256
 from ttc.engine._secrets import redact_argv, redact_url
@@ -261,18 +262,19 @@ def require_journal(rundir: RunDir) -> None:
         raise ConfigError(f"nothing to resume: {path} is empty")
 
 
-def open_rundir(
+async def open_rundir(
     stack: contextlib.AsyncExitStack, rundir: RunDir, description: dict[str, Any], *, resume: bool
-) -> dict[SampleKey, Landed]:
+) -> MutableMapping[SampleKey, Landed]:
     """Checks the run directory (what can be refused is refused before anything is written),
     takes its lock, writes config.json and opens run.log, each undone by `stack`; returns the
-    journal's samples on resume."""
-    check_rundir(rundir, description, resume=resume)
+    journal's samples on resume. The files are read and written in a thread: parsing a large
+    journal takes seconds, and the host's loop goes on meanwhile."""
+    await in_thread(check_rundir, rundir, description, resume=resume)
     # One writer per run directory, before anything is written to it; the lock names its
     # holder once the journal has been read (a corrupt one is refused touching nothing).
     lock = RunLock.of_dir(rundir.path).acquire(announce=False)
     stack.callback(lock.release)
-    done = prepare_rundir(rundir, description, resume=resume)
+    done = await in_thread(prepare_rundir, rundir, description, resume=resume)
     lock.announce()
     stack.enter_context(run_logging(rundir))
     return done
@@ -296,7 +298,7 @@ def check_rundir(rundir: RunDir, description: dict[str, Any], *, resume: bool) -
 
 def prepare_rundir(
     rundir: RunDir, description: dict[str, Any], *, resume: bool
-) -> dict[SampleKey, Landed]:
+) -> MutableMapping[SampleKey, Landed]:
     """Under the run's lock, after `check_rundir`: returns the journal's samples on resume (a
     DataError naming the line of a corrupt one, before anything is written) and writes
     config.json when the directory has none yet."""
@@ -308,7 +310,7 @@ def prepare_rundir(
             )
         rundir.write_config(description)
         return {}
-    done = completed_samples(rundir.journal_path)
+    done = Replays.read(rundir.journal_path)
     # A journal with no config.json: the warm-up another method shared (`ttc compare`).
     if not rundir.config_path.exists():
         rundir.write_config(description)

@@ -78,6 +78,9 @@ class JudgeRaised(Exception):
         self.error = error
         self.trace = trace
 
+    def __str__(self) -> str:
+        return f"on item {self.item}, in the verifier process:\n{self.trace.rstrip()}"
+
 
 def _judge_all(suite: Suite, pairs: list[tuple[Item, str]]) -> list[Verdict]:
     # A judge that raises is a bug in the suite (a response it cannot read scores 0, by its own
@@ -92,10 +95,11 @@ def _judge_all(suite: Suite, pairs: list[tuple[Item, str]]) -> list[Verdict]:
 
 
 def _judge_failed(exc: JudgeRaised) -> VerifierError:
-    log.error("the suite's judge raised on item %s:\n%s", exc.item, exc.trace.rstrip())
+    # Raised from `exc`, whose text is the judge's own traceback: the host sees it with the
+    # error (and a run's run.log with the run's failure).
     return VerifierError(
-        f"the suite's judge raised {exc.error} on item {exc.item} (its traceback is in the log): "
-        "a judge returns a score, 0 for a response it cannot read, and never raises"
+        f"the suite's judge raised {exc.error} on item {exc.item}: a judge returns a score, 0 "
+        "for a response it cannot read, and never raises (its traceback is the cause below)"
     )
 
 

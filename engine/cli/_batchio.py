@@ -225,7 +225,7 @@ class BatchJournal:
             )
 
     def append(self, event: BatchStarted | BatchResult) -> int:
-        """Writes one event as one line straight to the OS; returns the line's offset."""
+        """Hands one event, as one line, to the journal's writer; returns the line's offset."""
         return self._journal.append(event)
 
     def record(self, index: int, out: dict[str, Any], *, final: bool, attempts: int) -> None:
@@ -240,6 +240,7 @@ class BatchJournal:
 
     def results(self) -> Iterator[dict[str, Any]]:
         """The output line of every request that has a result, in input order."""
+        self._journal.flush()  # read back from the file: every line appended must be in it
         with self.path.open("rb") as fh:
             for offset in self.offsets:
                 if offset < 0:

@@ -17,7 +17,7 @@ import pytest
 from test_overnight import COMMON, TTC, env, outcome, sample_lines, ttc
 
 from ttc.engine import ConfigError
-from ttc.engine._journal import Journal
+from ttc.engine._appender import Appender
 from ttc.engine._lock import RunLock
 from ttc.engine.cli import main
 
@@ -98,20 +98,21 @@ def test_a_full_disk_stops_the_run_with_one_line_and_resume_equals_an_uninterrup
     common = ["run", "--per-task", "4", "--embedder", "lexical", "--workers", "0", "-q"]
     assert main([*common, "--out", str(tmp_path / "whole"), "--no-cache"]) == 0
 
-    real_write = Journal._write
+    real_write = Appender._write
     written = 0
 
     def fills_up(fd: int, data: bytes) -> None:
-        # The disk fills up halfway through the 40th line: part of it reaches the file.
+        # The disk fills up halfway through the write that holds the 40th line (the journal's
+        # writer thread writes the lines appended meanwhile at once): part of it reaches the file.
         nonlocal written
-        written += 1
+        written += data.count(b"\n")
         if written >= 40:
             os.write(fd, data[: len(data) // 2])
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         real_write(fd, data)
 
     run = tmp_path / "run"
-    monkeypatch.setattr(Journal, "_write", staticmethod(fills_up))
+    monkeypatch.setattr(Appender, "_write", staticmethod(fills_up))
     capsys.readouterr()
     assert main([*common, "--out", str(run), "--no-cache"]) == 75
     err = capsys.readouterr().err.strip().splitlines()
@@ -123,7 +124,7 @@ def test_a_full_disk_stops_the_run_with_one_line_and_resume_equals_an_uninterrup
     assert journal.endswith(b"\n")
     assert all(orjson.loads(line) for line in journal.splitlines())
 
-    monkeypatch.setattr(Journal, "_write", staticmethod(real_write))
+    monkeypatch.setattr(Appender, "_write", staticmethod(real_write))
     assert main(["resume", str(run), "--no-cache"]) == 0
     assert outcome(run) == outcome(tmp_path / "whole")
     assert max(samples_bought(run).values()) == 1

@@ -1,0 +1,138 @@
+"""The host's loop is never made to wait: a run on a slow disk, a resume whose journal is slow to
+read, a long stretch of the engine's own work, a blocking call cancelled half way."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import FakeSuite, ScriptedProvider, items
+
+from ttc.engine import (
+    Engine,
+    RunConfig,
+    RunStarted,
+    SampleLanded,
+    Usage,
+    _runinfo,
+    completed_samples,
+)
+from ttc.engine._journal import Journal, Replays
+from ttc.engine._offloop import in_thread, pause
+
+
+async def longest_wait(work: Awaitable[Any]) -> tuple[float, int]:
+    """Runs `work` beside a host coroutine that wakes every millisecond: the longest the host
+    waited for the loop, and how often it woke."""
+    gaps: list[float] = []
+    done = False
+
+    async def host() -> None:
+        while not done:
+            before = time.perf_counter()
+            await asyncio.sleep(0.001)
+            gaps.append(time.perf_counter() - before)
+
+    beside = asyncio.create_task(host())
+    await asyncio.sleep(0.01)  # the host is waiting on the loop before the work begins
+    try:
+        await work
+    finally:
+        done = True
+        await beside
+    return max(gaps), len(gaps)
+
+
+async def run(out: Path, *, resume: bool = False) -> None:
+    config = RunConfig(method="elim", rounds=2, verifier_workers=0)
+    suite = FakeSuite(pool=items(6))
+    provider = ScriptedProvider({"q0": ["right:q0"], "q1": ["wrong", "right:q1"]})
+    async with Engine(provider, suite, config, out_dir=out, resume=resume) as engine:
+        await engine.run()
+
+
+def slowed(fn: Callable[..., Any], seconds: float) -> Callable[..., Any]:
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(seconds)
+        return fn(*args, **kwargs)
+
+    return slow
+
+
+async def test_a_run_on_a_slow_disk_never_makes_the_loop_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every write and every fsync takes 300 ms: the journal's lines, its syncs at the round
+    # barriers, config.json, results.jsonl and summary.json.
+    monkeypatch.setattr(os, "write", slowed(os.write, 0.3))
+    monkeypatch.setattr(os, "fsync", slowed(os.fsync, 0.3))
+    waited, woke = await longest_wait(run(tmp_path / "run"))
+    monkeypatch.undo()
+    assert waited < 0.25, f"the loop waited {waited:.3f} s for the disk"
+    assert woke > 50
+    assert (tmp_path / "run" / "summary.json").exists()
+
+
+async def test_a_resume_reads_its_journal_without_making_the_loop_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await run(tmp_path / "run")
+    # The journal read back (and config.json written) as if from a slow disk.
+    monkeypatch.setattr(_runinfo, "prepare_rundir", slowed(_runinfo.prepare_rundir, 0.3))
+    waited, _ = await longest_wait(run(tmp_path / "run", resume=True))
+    assert waited < 0.25, f"the loop waited {waited:.3f} s for the journal"
+
+
+async def test_pause_gives_the_host_turns_while_the_engine_works() -> None:
+    async def engine_task() -> None:
+        for _ in range(40):
+            end = time.perf_counter() + 0.001
+            while time.perf_counter() < end:  # 1 ms of work that never waits
+                pass
+            await pause()
+
+    async def engine() -> None:
+        await asyncio.gather(*(engine_task() for _ in range(8)))  # 320 ms of work
+
+    waited, woke = await longest_wait(engine())
+    assert waited < 0.1
+    assert woke > 20
+
+
+async def test_in_thread_when_cancelled_waits_for_the_call_to_return() -> None:
+    said: list[str] = []
+
+    def slow() -> None:
+        time.sleep(0.2)
+        said.append("returned")
+
+    task = asyncio.create_task(in_thread(slow))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # The cancellation came through only once the call had returned: what follows it (a
+    # journal closed, a lock released) never overlaps it.
+    assert said == ["returned"]
+
+
+def test_a_resumed_journal_is_kept_as_lines_the_collector_never_walks(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    with Journal(path) as journal:
+        journal.append(RunStarted(resumed=False, t=1.0))
+        for i in range(200):
+            journal.append(SampleLanded(1, f"q{i}", 0, f"text {i}", Usage(1, 2, 0)))
+    replays = Replays.read(path)
+    gc.collect()
+    assert not any(gc.is_tracked(lines) for lines in replays._lines.values())
+    assert dict(replays) == completed_samples(path)
+    landed = replays.pop((1, "q7", 0))
+    assert landed.sample.text == "text 7"
+    assert (1, "q7", 0) not in replays
+    assert len(replays) == 199
