@@ -18,7 +18,6 @@ def round_row(s: RoundStats) -> dict[str, Any]:
         "active": s.active,
         "planned": s.planned,
         "requests": s.requests,
-        "replayed": s.replayed,
         "samples": s.samples,
         "passed": s.passed,
         "newly_solved": s.newly_solved,

@@ -126,10 +126,10 @@ class RoundRun:
         self._snapshot(plan)
         replayed = await self._replay(allotment)
         self.stats.replayed = len(replayed)
-        self.stats.requests = self.stats.planned - len(replayed)
-        if self.stats.requests:
+        to_send = self.stats.planned - len(replayed)
+        if to_send:
             self.ctx.budget.check(self.state)  # before anything new is bought
-        if self.stats.requests and not self.ctx.stopped:
+        if to_send and not self.ctx.stopped:
             ctx = self.ctx
             sender = Sender(
                 ctx.provider,
@@ -140,13 +140,19 @@ class RoundRun:
                 seed=sample_seed(cfg.seed, "", self.t, 0),
                 cache=ctx.cache,
             )
-            workers = min(cfg.concurrency, self.stats.requests)
+            workers = min(cfg.concurrency, to_send)
             # A few verify workers per verifier process keep every process busy.
             verifiers = min(workers, max(4, 4 * cfg.verifier_workers))
             jobs = self._jobs(allotment, plan, sampling, replayed)
+            stats = self.stats
+
+            async def send(job: Job) -> Outcome:
+                stats.sent += 1  # a request goes out (answered, or cut off by a stop, or not)
+                return await sender.send_with_retry(job)
+
             await run_round(
                 jobs,
-                sender,
+                send,
                 self.on_landed,
                 self.on_judged,
                 workers=workers,
@@ -156,7 +162,7 @@ class RoundRun:
             )
         count_into(self.state, self.stats)
         if self.ctx.watch is not None:  # resolved at the barrier (self-consistency's consensus)
-            self.ctx.watch.sweep(self.t, replayed=not self.stats.requests)
+            self.ctx.watch.sweep(self.t, replayed=not self.stats.sent)
 
     def _snapshot(self, plan: DemoPlan) -> None:
         for refs in plan.values():
@@ -239,6 +245,7 @@ class RoundRun:
             reward = RewardResult.from_event(r.landed.rating)
         sample, verdict = r.landed.sample, r.landed.verdict
         assert verdict is not None  # _judge_unjudged gave every sample one
+        self.stats.retries += max(0, sample.attempts - 1)  # as the session that bought it counted
         self.state.simulated |= sample.simulated
         emit = r.fresh_verdict or r.fresh_rating is not None
         self._replaying = True

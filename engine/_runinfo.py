@@ -98,11 +98,12 @@ class RunParts:
         pricing: Pricing,
         role_cost: float | None,
         stopped: StopReason | None,
-        *,
-        simulated: bool,
+        state: RunState,
     ) -> dict[str, Any]:
-        """summary.json's fields besides the totals (`roles`: see `role_stats`); `simulated`:
-        whether any answer came from the offline simulator, however it reached the run."""
+        """summary.json's fields besides the totals (`roles`: see `role_stats`). `simulated`:
+        whether any answer came from the offline simulator, however it reached the run;
+        `this_session`: the samples this process sent, and those it replayed from the journal
+        (the rest of the summary is the same whether the run was resumed or not)."""
         price = pricing.price
         extra: dict[str, Any] = {
             "provider": self.provider.name,
@@ -117,8 +118,12 @@ class RunParts:
             "rounds_planned": self.config.rounds,
             "stopped": None if stopped is None else stopped.message,
             "price_per_million": None if price is None else dataclasses.asdict(price),
+            "this_session": {
+                "sent": sum(stats.sent for stats in state.rounds),
+                "replayed": sum(stats.replayed for stats in state.rounds),
+            },
         }
-        if simulated:
+        if state.simulated:
             extra["simulated"] = True
             extra["note"] = SIM_NOTE
         return extra

@@ -25,7 +25,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 
 from ttc.engine._pool import Batches, bounded
-from ttc.engine._sender import Job, Outcome, Sender
+from ttc.engine._sender import Job, Outcome
 from ttc.engine._types import Completion
 
 __all__ = ["run_round", "single"]
@@ -58,7 +58,7 @@ class _Failures:
 
 async def run_round(
     jobs: Iterable[Job],
-    sender: Sender,
+    sender: Callable[[Job], Awaitable[Outcome]],
     on_landed: Callable[[Job, Outcome], None],
     on_judged: Callable[[list[Landed]], Awaitable[None]],
     *,
@@ -67,7 +67,8 @@ async def run_round(
     stopped: Callable[[], bool] = _never,
     on_failure: Callable[[Exception], None] = _ignore,
 ) -> None:
-    """Sends every job; `on_landed` sees each outcome at once, `on_judged` the answered ones.
+    """Sends every job through `sender` (a `Sender.send_with_retry`); `on_landed` sees each
+    outcome at once, `on_judged` the answered ones.
 
     Once `stopped()` is true, jobs not yet taken are dropped unsent (a resumed run sends them);
     requests in flight finish. An error raised by a send (other than the provider's refusals,
@@ -82,7 +83,7 @@ async def run_round(
         if stopped() or failures.errors:
             return
         try:
-            outcome = await sender.send_with_retry(job)
+            outcome = await sender(job)
         except Exception as exc:
             failures.add(exc)
             return

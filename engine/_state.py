@@ -151,6 +151,7 @@ class RoundStats:
     adaptive: bool
     active: int = 0
     planned: int = 0
+    # Samples sent to the provider (or answered by the response cache), by any session.
     requests: int = 0
     samples: int = 0
     # Samples the judgement accepted.
@@ -168,6 +169,10 @@ class RoundStats:
     errors: int = 0
     retries: int = 0
     rate_limited: int = 0
+    # This session's part of `requests`: those it sent, and those its journal already held (sent
+    # by an earlier session). Not in summary.json's rounds, which a resumed run writes as an
+    # uninterrupted one would.
+    sent: int = 0
     replayed: int = 0
     wall_s: float = 0.0
     # The reward model's calls on this round's responses (journaled calls replayed included).
@@ -180,9 +185,10 @@ class RoundStats:
 
     def describe(self, rounds: int) -> str:
         """The round's log line at its barrier."""
+        journal = f" ({self.replayed} from the journal)" if self.replayed else ""
         return (
-            f"round {self.round}/{rounds}: {self.active} active, {self.requests} requests, "
-            f"{self.solved} solved ({100 * self.coverage:.1f}%), "
+            f"round {self.round}/{rounds}: {self.active} active, {self.requests} requests"
+            f"{journal}, {self.solved} solved ({100 * self.coverage:.1f}%), "
             f"{self.usage.output_tokens} output tokens"
         )
 
@@ -343,6 +349,7 @@ def sample_seed(run_seed: int, item_id: str, round_no: int, k: int) -> int:
 def count_into(state: RunState, stats: RoundStats) -> None:
     """The barrier's counts: resolved, covered and accurate questions, as the state stands."""
     state.close_round(stats.round)
+    stats.requests = stats.replayed + stats.sent
     n = state.n
     stats.solved = state.solved_count()
     stats.covered = state.covered_count()

@@ -230,7 +230,8 @@ def _block(run: RunReport) -> str:
                 str(r["solved"]),
                 f"{100 * float(r['coverage']):.1f}",
                 _percent(accuracy_of(r)),
-                # Samples replayed from the journal on resume were bought by an earlier session.
+                # A summary of an older version kept the samples a resumed session replayed
+                # from its journal apart from its requests.
                 str(int(r["requests"]) + int(r.get("replayed", 0))),
                 f"{int(r['input_tokens']):,}",
                 f"{int(r['output_tokens']):,}",

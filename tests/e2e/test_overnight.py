@@ -69,6 +69,14 @@ def outcome(run: Path) -> tuple[Any, ...]:
     return per_question, per_round, totals
 
 
+def comparable(summary: dict[str, Any]) -> dict[str, Any]:
+    """A summary less what differs between sessions of the same run: wall times, and what this
+    process itself sent or replayed from the journal."""
+    rest = {k: v for k, v in summary.items() if k not in {"wall_s", "this_session"}}
+    rest["rounds"] = [{k: v for k, v in r.items() if k != "wall_s"} for r in summary["rounds"]]
+    return rest
+
+
 def sample_lines(run: Path) -> int:
     """Sample events in the run's journal so far."""
     path = run / "journal.jsonl"
@@ -108,6 +116,8 @@ def test_sigkill_at_random_points_then_resume_equals_an_uninterrupted_run(tmp_pa
     assert load(killed / "summary.json")["complete"] is True
     assert mid_run_kills >= 2, "the kills should land while the run is working"
     assert outcome(killed) == outcome(reference)
+    # The whole summary, field by field: a resumed round counts the requests of every session.
+    assert comparable(load(killed / "summary.json")) == comparable(load(reference / "summary.json"))
     # every sample of the journal was bought once: no key has two responses
     samples = [orjson.loads(x) for x in (killed / "journal.jsonl").read_bytes().splitlines()]
     keys = [(e["round"], e["item"], e["k"]) for e in samples if e["ev"] == "sample" and e["ok"]]

@@ -72,8 +72,9 @@ async def test_resume_after_a_torn_line_sends_only_what_is_missing(tmp_path: Pat
     result = await run(provider, tmp_path, resume=True)
     # Round 1 came from the journal; rounds 2 and 3 were sent.
     assert result.rounds[0].replayed == 5
-    assert result.rounds[0].requests == 0
-    assert result.rounds[1].requests == 4
+    assert result.rounds[0].sent == 0
+    assert result.rounds[0].requests == 5  # counted as the uninterrupted run counted them
+    assert result.rounds[1].sent == result.rounds[1].requests == 4
     assert result.solved == 3
     list(read_journal(path))  # the torn half-line was cut, the journal reads cleanly
 
@@ -121,8 +122,9 @@ async def test_resume_sends_again_the_samples_that_failed(tmp_path: Path) -> Non
     # Round 1's two failures were re-sent (they were never paid for); everything else the
     # journal held was replayed, so nothing else was sent.
     assert dict(fixed.calls) == {"q0": 1, "q1": 1}
-    assert second.rounds[0].requests == 2
+    assert second.rounds[0].sent == 2
     assert second.rounds[0].replayed == 3
+    assert second.rounds[0].requests == 5
     assert second.solved == 2
 
 
