@@ -235,7 +235,8 @@ def generate(size: int) -> tuple[ReasoningGymSuite, list[Item]]:
 
 
 def requests_of(result: RunResult) -> int:
-    return sum(stats.requests for stats in result.rounds)
+    """The requests this phase sent (not those its journal held)."""
+    return sum(stats.sent for stats in result.rounds)
 
 
 async def one_run(
@@ -275,7 +276,7 @@ async def one_run(
     probe.enter(None)
     # What the line reports of the run, and nothing more: a host that kept every result would
     # make each collection of the garbage collector longer, and that is the host's to weigh.
-    return Outcome(len(result.rounds), result.complete, [s.requests for s in result.rounds])
+    return Outcome(len(result.rounds), result.complete, [s.sent for s in result.rounds])
 
 
 def percentiles(lags: list[float]) -> dict[str, Any]:
