@@ -156,6 +156,25 @@ async def test_compare_counts_each_method_apart(tmp_path: Path, last_scrape: lis
         assert value(got, "ttc_round", method=method) == 2
 
 
+async def test_a_reward_models_calls_count_under_its_role(
+    tmp_path: Path, last_scrape: list[Samples]
+) -> None:
+    out = tmp_path / "run"
+    argv = ["run", "--judge", "reward", "--limit", "8", "--rounds", "2", "--embedder", "lexical",
+            "--workers", "0", "--no-cache", "-q", "--metrics-port", "0",
+            "--out", str(out)]  # fmt: skip
+    args = build_parser().parse_args(argv)
+    assert await cmd_run(RunSpec.from_args(args, argv), Session()) == 0
+    [got] = last_scrape
+    judge = orjson.loads((out / "summary.json").read_bytes())["roles"]["judge"]
+    calls = [e for e in read_journal(out / "journal.jsonl") if e["ev"] == "judge"]
+    role = {"method": "adpt", "role": "judge"}
+    assert value(got, "ttc_requests_total", outcome="ok", **role) == len(calls) == judge["calls"]
+    for kind in ("input", "output", "thinking"):
+        assert value(got, "ttc_tokens_total", kind=kind, **role) == judge[f"{kind}_tokens"]
+    assert labelled(got, "ttc_model_info", "role", method="adpt") == {"policy": 1, "judge": 1}
+
+
 async def test_a_port_in_use_is_one_line_naming_the_flag(tmp_path: Path) -> None:
     sock = busy_port()
     port = sock.getsockname()[1]
