@@ -22,7 +22,14 @@ from ttc.engine import redact_argv
 from ttc.engine._limiter import Limiter
 from ttc.engine._retry import RetryPolicy
 from ttc.engine.cli._batchio import journal_path
-from ttc.engine.cli._batchsend import BatchSummary, RawProvider, SendPolicy, run_batch
+from ttc.engine.cli._batchsend import (
+    BatchProgress,
+    BatchSummary,
+    RawProvider,
+    SendPolicy,
+    run_batch,
+)
+from ttc.engine.cli._metrics import add_metrics, metrics_served
 from ttc.engine.cli._parser import add_max_response_bytes
 from ttc.engine.cli._usage import natural_float, positive_float, positive_int, ttc_command
 
@@ -65,6 +72,7 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
         help="go on from OUTPUT.journal (automatic when it exists for the same input)",
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress log lines")
+    add_metrics(parser)
 
 
 async def cmd_batch(args: argparse.Namespace) -> int:
@@ -135,15 +143,33 @@ class _CtrlC:
 
 async def batch_main(args: argparse.Namespace, provider: RawProvider) -> int:
     """`cmd_batch` with the provider given: signals, the run, and what is printed."""
+    with metrics_served(args.metrics_port, args.metrics_addr) as metrics:
+        limiter = Limiter(args.rpm, args.tpm, args.concurrency)
+        progress: BatchProgress | None = None
+        if metrics is not None:  # counted as it is sent, the limiter read when scraped
+            provider, progress = metrics.batch(provider, args.model)
+            metrics.watch("batch", limiter, args.rpm, args.tpm)
+        policy = SendPolicy(limiter, RetryPolicy(max_attempts=args.max_attempts), args.timeout)
+        return await _batch_main(args, provider, policy, progress)
+
+
+async def _batch_main(
+    args: argparse.Namespace,
+    provider: RawProvider,
+    policy: SendPolicy,
+    progress: BatchProgress | None,
+) -> int:
     stop = asyncio.Event()
-    policy = SendPolicy(
-        Limiter(args.rpm, args.tpm, args.concurrency),
-        RetryPolicy(max_attempts=args.max_attempts),
-        args.timeout,
-    )
     task = asyncio.create_task(
         run_batch(
-            args.input, args.out, provider, policy, resume=args.resume, model=args.model, stop=stop
+            args.input,
+            args.out,
+            provider,
+            policy,
+            resume=args.resume,
+            model=args.model,
+            progress=progress,
+            stop=stop,
         )
     )
     summary: BatchSummary | None = None

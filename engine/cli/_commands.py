@@ -14,7 +14,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -32,6 +32,7 @@ from ttc.engine._rundir import RunDir
 from ttc.engine._runinfo import SIM_NOTE, require_journal, run_begun
 from ttc.engine._state import RunState
 from ttc.engine._types import Item, Suite
+from ttc.engine.cli._metrics import metrics_served
 from ttc.engine.cli._progress import Progress
 from ttc.engine.cli._spec import RunSpec
 from ttc.engine.cli._usage import ttc_command
@@ -41,6 +42,9 @@ from ttc.engine.cli._wiring import (
     suite_and_items,
     wire,
 )
+
+if TYPE_CHECKING:
+    from ttc.engine.cli._prometheus import Metrics
 
 log = logging.getLogger("ttc")
 
@@ -61,6 +65,8 @@ class Session:
     engines: list[Engine] = field(default_factory=list)
     # Why the command was told to stop (no further run begins), if it was.
     stopping: StopReason | None = None
+    # Its live metrics (--metrics-port), which each of its runs counts into.
+    metrics: Metrics | None = None
 
     def stop(self, why: str) -> None:
         """Every engine stops dispatching; requests in flight finish and are recorded."""
@@ -95,9 +101,15 @@ async def run_one(
     async with wire(spec, config, suite, items) as wired:
         progress = Progress(live=spec.live)
         invocation = {"argv": redact_argv(spec.argv), "cwd": os.getcwd()}
+        metrics = session.metrics
+        models = {"policy": wired.provider.model} | {r: p.model for r, p in wired.roles.items()}
+        observers = [] if metrics is None else [metrics.run_observer(method, models)]
         engine = make_engine(
-            config, wired, out=out, resume=resume, progress=progress, invocation=invocation
-        )
+            config, wired, out=out, resume=resume, progress=progress, invocation=invocation,
+            observers=observers,
+        )  # fmt: skip
+        if metrics is not None:
+            metrics.watch(method, engine.limiter, config.rpm, config.tpm, engine.cache)
         session.engines.append(engine)
         async with engine:
             result = await engine.run(items)
@@ -160,7 +172,8 @@ async def cmd_run(spec: RunSpec, session: Session) -> int:
     assert spec.method is not None
     suite, items = suite_and_items(spec.suite)
     out = out_dir(spec)
-    result = await run_one(spec, spec.method, out, suite, items, session, resume=spec.resume)
+    with metrics_served(spec.metrics_port, spec.metrics_addr) as session.metrics:
+        result = await run_one(spec, spec.method, out, suite, items, session, resume=spec.resume)
     print_result(result, f"{spec.method} on {suite.name}", session.engines[-1])
     return stop_code(result.stopped, out)
 
@@ -174,7 +187,10 @@ async def cmd_compare(spec: RunSpec, session: Session) -> int:
     for method in COMPARED:
         if spec.resume and run_begun(out / method):  # refused before anything is written
             require_journal(RunDir(out / method))
-    with RunLock.of_dir(out):  # one `ttc compare` (or resume) writes it at a time
+    with (
+        RunLock.of_dir(out),  # one `ttc compare` (or resume) writes it at a time
+        metrics_served(spec.metrics_port, spec.metrics_addr) as session.metrics,
+    ):
         return await _compare(spec, session, suite, items, out)
 
 

@@ -113,6 +113,9 @@ class RunSpec:
     resume: bool = False
     live: bool = False
     grace_s: float = 30.0
+    # --metrics-port (0: any free port; None: no metrics served) and the address it binds.
+    metrics_port: int | None = None
+    metrics_addr: str = "127.0.0.1"
     # The command line that made the run, without --resume (for `ttc resume`).
     argv: tuple[str, ...] = ()
 
@@ -175,6 +178,8 @@ class RunSpec:
             resume=args.resume,
             live=sys.stderr.isatty() if args.live is None else bool(args.live),
             grace_s=args.grace,
+            metrics_port=args.metrics_port,
+            metrics_addr=args.metrics_addr,
             argv=tuple(argv),
         )
 

@@ -21,11 +21,17 @@ from ttc.engine import (
     Embedder,
     Engine,
     EngineOptions,
+    Event,
     Item,
     Provider,
     ResponseCache,
+    RoundStats,
     RunConfig,
+    RunObserver,
+    RunState,
+    StopReason,
     Suite,
+    Usage,
     VerifierPool,
     matched_output_tokens,
 )
@@ -283,15 +289,17 @@ def make_engine(
     progress: Progress,
     invocation: dict[str, Any],
     verifiers: VerifierPool | None = None,
+    observers: Sequence[RunObserver] = (),
 ) -> Engine:
-    """The Engine of one run over wired objects; `verifiers`: a pool shared by several runs.
-    config.json's `invocation` also says where the questions came from (`data`: the file, or the
-    Hub's dataset and commit)."""
+    """The Engine of one run over wired objects; `verifiers`: a pool shared by several runs;
+    `observers`: more observers of the run than its progress (e.g. its metrics). config.json's
+    `invocation` also says where the questions came from (`data`: the file, or the Hub's dataset
+    and commit)."""
     from ttc.adapters.suites import data_source
 
     options = EngineOptions(
         price=wired.price,
-        observer=progress,
+        observer=Observers(progress, *observers) if observers else progress,
         invocation={**invocation, "data": data_source(wired.suite)},
         verifiers=verifiers,
         cache=wired.cache,
@@ -306,3 +314,32 @@ def make_engine(
         roles=wired.roles,
         options=options,
     )
+
+
+class Observers(RunObserver):
+    """Several observers of one run, each told everything, in order."""
+
+    def __init__(self, *observers: RunObserver) -> None:
+        self.observers = observers
+
+    def run_started(
+        self, state: RunState, rounds: int, cost: Callable[[Usage], float | None]
+    ) -> None:
+        for o in self.observers:
+            o.run_started(state, rounds, cost)
+
+    def round_started(self, stats: RoundStats) -> None:
+        for o in self.observers:
+            o.round_started(stats)
+
+    def waiting(self, what: str | None) -> None:
+        for o in self.observers:
+            o.waiting(what)
+
+    def event(self, event: Event) -> None:
+        for o in self.observers:
+            o.event(event)
+
+    async def run_ended(self, stopped: StopReason | None) -> None:
+        for o in self.observers:
+            await o.run_ended(stopped)
