@@ -29,7 +29,7 @@ from ttc.engine._budget import RunBudget, StopReason
 from ttc.engine._cache import ProviderCache
 from ttc.engine._config import RunConfig
 from ttc.engine._errors import ConfigError, describe_failure
-from ttc.engine._events import Event, RoundEnded, RunStarted
+from ttc.engine._events import Event, LimiterSampled, RoundEnded, RunStarted
 from ttc.engine._journal import Journal, Landed, SampleKey, difficulty_ratings
 from ttc.engine._limiter import Limiter
 from ttc.engine._logs import to_run_log
@@ -44,6 +44,7 @@ from ttc.engine._observer import RunObserver
 from ttc.engine._offloop import in_thread
 from ttc.engine._options import EngineOptions
 from ttc.engine._prices import price_for
+from ttc.engine._ratelog import sample_limiter
 from ttc.engine._result import RunResult
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._roles import RoleModels
@@ -261,6 +262,7 @@ class Engine:
             known = {}
         self.models.start_estimates(known, self._emit, cfg.concurrency, self.budget.is_stopped)
         self._emit(RunStarted(bool(done), timer.started_at))
+        stack.callback(asyncio.create_task(sample_limiter(self.limiter, self._emit)).cancel)
         self.observer.run_started(state, cfg.rounds, self.cost)
         stack.push_async_callback(lambda: self.observer.run_ended(self.stopped))
         embedding = None
@@ -275,7 +277,7 @@ class Engine:
 
     def _emit(self, event: Event) -> None:
         """Journals an event (when the run has a directory) and shows it to the observer."""
-        self._fresh += not isinstance(event, RunStarted | RoundEnded)
+        self._fresh += not isinstance(event, RunStarted | RoundEnded | LimiterSampled)
         if self._journal is not None:
             self._journal.append(event)
         self.observer.event(event)

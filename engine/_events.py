@@ -7,7 +7,7 @@ journal had; the rest take defaults, so a run directory written by an older vers
 resumes. An observer (`RunObserver.event`) sees the same values as they are written.
 
 Kinds (`ev`): `start`, `sample` (`SampleLanded` or `SampleFailed`), `verdict`, `judge`,
-`difficulty`, `retry`, `round`.
+`difficulty`, `retry`, `round`, `limiter`.
 """
 
 from __future__ import annotations
@@ -276,6 +276,31 @@ class Retried(_Keyed):
 
 
 @dataclass(frozen=True, slots=True)
+class LimiterSampled:
+    """The send path's state, sampled while rounds run (`_ratelog`): requests in flight, the
+    adaptive concurrency cap, and the limits in force (configured, or learned from the
+    provider's rate-limit headers; None: none). The run's timeline is drawn from these."""
+
+    KIND: ClassVar[str] = "limiter"
+    in_flight: int
+    cap: int
+    rpm: float | None = None
+    tpm: float | None = None
+
+    def encode(self) -> Fields:
+        """The event's journal line, as a JSON object."""
+        return {"ev": self.KIND, "in_flight": self.in_flight, "cap": self.cap,
+                "rpm": self.rpm, "tpm": self.tpm}  # fmt: skip
+
+    @classmethod
+    def decode(cls, d: Fields) -> LimiterSampled:
+        """The event a journal line holds."""
+        rpm, tpm = d.get("rpm"), d.get("tpm")
+        rpm = None if rpm is None else float(rpm)
+        return cls(int(d["in_flight"]), int(d["cap"]), rpm, None if tpm is None else float(tpm))
+
+
+@dataclass(frozen=True, slots=True)
 class RoundEnded:
     """A round's totals, written at its barrier."""
 
@@ -333,4 +358,5 @@ Event = (
     | DifficultyRated
     | Retried
     | RoundEnded
+    | LimiterSampled
 )

@@ -14,6 +14,8 @@ samples as `Replays`, kept as their lines until each is replayed). Event kinds (
   A failed call is journaled too, and settles the question at the neutral rating for good.
 - `retry`: one failed attempt that will be retried (kind, message, delay).
 - `round`: a round's totals, written at its barrier.
+- `limiter`: the send path's state (in flight, the adaptive cap, the limits in force), sampled
+  every second while rounds run: the run's timeline (`ttc report --timeline`).
 
 On resume, a sample with a response is never sent again (a landed sample with no verdict yet is
 judged again, not bought again); a sample that ended in an error was never paid for, and is sent
@@ -59,6 +61,7 @@ from ttc.engine._events import (
     Event,
     Fields,
     Judged,
+    LimiterSampled,
     Rated,
     Retried,
     RoundEnded,
@@ -119,6 +122,7 @@ DECODERS: dict[str, Callable[[Fields], Event]] = {
     DifficultyRated.KIND: DifficultyRated.decode,
     Retried.KIND: Retried.decode,
     RoundEnded.KIND: RoundEnded.decode,
+    LimiterSampled.KIND: LimiterSampled.decode,
 }
 
 

@@ -27,6 +27,7 @@ from ttc.engine._errors import ConfigError, WriteError
 from ttc.engine._logs import attach, detach
 from ttc.engine._report import round_row
 from ttc.engine._state import QuestionRecord, RunState
+from ttc.engine._tokens import billed
 from ttc.engine._types import Item, Usage
 
 _JSON = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
@@ -183,6 +184,8 @@ class RunDir:
             "output_tokens": total.output_tokens,
             "thinking_tokens": total.thinking_tokens,
             "wall_s": round(wall_s, 3),
+            # Over the run's wall time (every session's): requests and the policy's tokens.
+            **achieved(sum(s.requests for s in state.rounds), billed(total), wall_s),
             # The policy model's cost; with the role models' (`role_cost_usd`): `total_cost_usd`.
             "cost_usd": policy_cost,
             "total_cost_usd": None
@@ -191,6 +194,15 @@ class RunDir:
             "rounds": [{**round_row(s), "cost_usd": cost(s.usage)} for s in state.rounds],
         }
         write_atomic(self.summary_path, orjson.dumps(summary, option=_JSON))
+
+
+def achieved(requests: int, tokens: int, wall_s: float) -> dict[str, float | None]:
+    """summary.json's achieved rates: requests and tokens per minute of wall time."""
+    minutes = wall_s / 60
+    return {
+        "achieved_rpm": round(requests / minutes, 1) if minutes > 0 else None,
+        "achieved_tpm": round(tokens / minutes, 1) if minutes > 0 else None,
+    }
 
 
 def items_sha256(items: Sequence[Item]) -> str:

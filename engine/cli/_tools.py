@@ -9,7 +9,7 @@ import asyncio
 import signal
 from pathlib import Path
 
-from ttc.engine import DataError
+from ttc.engine import ConfigError, DataError
 from ttc.engine.cli._parser import add_limit, add_suite, add_workers
 from ttc.engine.cli._spec import SuiteSpec
 from ttc.engine.cli._usage import share
@@ -41,6 +41,12 @@ def add_report_arguments(rep: argparse.ArgumentParser) -> None:
     """The flags of `ttc report`."""
     rep.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
     rep.add_argument("--plot", type=Path, help="write the coverage-vs-output-tokens plot here")
+    rep.add_argument(
+        "--timeline",
+        type=Path,
+        help="write the run's timeline here: requests and tokens per minute against the limits, "
+        "retries and 429s, in flight against the adaptive cap (one run directory)",
+    )
     rep.add_argument("--quiet", "-q", action="store_true", help="no log lines")
 
 
@@ -85,9 +91,17 @@ async def cmd_report(args: argparse.Namespace) -> int:
     """`ttc report RUN_DIR...`: per-round tables, and a plot with --plot."""
     from ttc.engine.cli._runreport import report
 
+    if args.timeline is not None:
+        from ttc.engine.cli._timeline import timeline
+
+        if len(args.run_dirs) != 1:
+            raise ConfigError("--timeline: name one run directory (its own timeline)")
+        note = timeline(args.run_dirs[0], args.timeline)
     print(report(args.run_dirs, args.plot))
     if args.plot is not None:
         print(f"plot: {args.plot}")
+    if args.timeline is not None:
+        print(note)
     return 0
 
 

@@ -70,9 +70,10 @@ def outcome(run: Path) -> tuple[Any, ...]:
 
 
 def comparable(summary: dict[str, Any]) -> dict[str, Any]:
-    """A summary less what differs between sessions of the same run: wall times, and what this
-    process itself sent or replayed from the journal."""
-    rest = {k: v for k, v in summary.items() if k not in {"wall_s", "this_session"}}
+    """A summary less what differs between sessions of the same run: wall times (and the rates
+    over them), and what this process itself sent or replayed from the journal."""
+    timed = {"wall_s", "achieved_rpm", "achieved_tpm", "this_session"}
+    rest = {k: v for k, v in summary.items() if k not in timed}
     rest["rounds"] = [{k: v for k, v in r.items() if k != "wall_s"} for r in summary["rounds"]]
     return rest
 

@@ -1,0 +1,89 @@
+"""A run's timeline: every journal line has its time, the limiter is sampled while rounds run,
+and `ttc report DIR --timeline P.png` draws requests, tokens, retries and the cap from them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from fakes import FakeSuite, ScriptedProvider, Step, items
+
+from ttc.engine import (
+    ConfigError,
+    Engine,
+    EngineOptions,
+    RateLimited,
+    RetryPolicy,
+    RunConfig,
+    Transient,
+)
+from ttc.engine.cli import main
+from ttc.engine.cli._timeline import read_timeline, timeline
+
+FAST = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01)
+
+
+async def faulty_run(out: Path) -> None:
+    script: dict[str, list[Step]] = {
+        f"q{i}": [(0.3, "wrong")] for i in range(12)
+    }  # slow enough for the limiter to be sampled
+    script["q0"] = [RateLimited("slow down", retry_after=0.01), "right:q0"]
+    script["q1"] = [Transient("503"), Transient("reset"), "right:q1"]
+    config = RunConfig(method="elim", rounds=2, verifier_workers=0, rpm=6000, concurrency=4)
+    async with Engine(
+        ScriptedProvider(script), FakeSuite(pool=items(12)), config, out_dir=out,
+        options=EngineOptions(retry=FAST),
+    ) as engine:  # fmt: skip
+        await engine.run()
+
+
+def journal(out: Path) -> list[dict[str, object]]:
+    return [orjson.loads(x) for x in (out / "journal.jsonl").read_bytes().splitlines()]
+
+
+async def test_the_timeline_counts_what_the_journal_holds(tmp_path: Path) -> None:
+    await faulty_run(tmp_path)
+    events = journal(tmp_path)
+    assert all(isinstance(e.get("at"), float) for e in events)  # every line has its time
+    samplings = [e for e in events if e["ev"] == "limiter"]
+    assert samplings  # the limiter was sampled while the rounds ran
+    assert all(e["rpm"] == 6000 and e["cap"] in {1, 2, 3, 4} for e in samplings)
+    tl = read_timeline(tmp_path)
+    samples = [e for e in events if e["ev"] == "sample"]
+    assert sum(tl.requests) == len(samples)
+    tokens = sum(sum(e["usage"]) for e in samples if e["ok"])  # type: ignore[call-overload]
+    assert sum(tl.tokens) == tokens
+    assert {k: sum(v) for k, v in tl.retries.items()} == {"rate_limited": 1, "transient": 2}
+    assert sum(tl.rate_limited) == 1
+    assert tl.configured_rpm == 6000
+    assert len(tl.limiter) == len(samplings)
+    # summary.json holds the rates achieved over the run's wall time.
+    summary = orjson.loads((tmp_path / "summary.json").read_bytes())
+    minutes = summary["wall_s"] / 60
+    requests = sum(r["requests"] for r in summary["rounds"])
+    assert summary["achieved_rpm"] == pytest.approx(requests / minutes, rel=0.01)
+    total = summary["input_tokens"] + summary["output_tokens"] + summary["thinking_tokens"]
+    assert summary["achieved_tpm"] == pytest.approx(total / minutes, rel=0.01)
+
+
+async def test_ttc_report_draws_the_timeline(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    await faulty_run(run)
+    png = tmp_path / "timeline.png"
+    note = timeline(run, png)
+    assert png.read_bytes().startswith(b"\x89PNG")
+    assert "requests" in note
+
+
+def test_report_timeline_takes_one_run_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["report", str(tmp_path), str(tmp_path), "--timeline", str(tmp_path / "t.png")])
+    assert code == 2
+    assert "--timeline: name one run directory" in capsys.readouterr().err
+
+
+def test_a_directory_without_a_journal_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no journal"):
+        timeline(tmp_path, tmp_path / "t.png")
