@@ -17,6 +17,9 @@ PRESETS = (*METHODS, "da", "temp", "fixed-icl", "sc")
 NEIGHBOUR_MODES = ("solved", "fixed")
 # `truth`: the suite's verifier at γ; `reward`: an LLM judge; `consensus`: self-consistency.
 JUDGES = ("truth", "reward", "consensus")
+# A noisy judge's demonstration pool: `accepted`, only the responses it accepted (the paper's
+# words); `latest`, also each unaccepted question's most recent response.
+POOLS = ("accepted", "latest")
 
 # Each field's command-line flag, so an error names what the user typed.
 FLAGS = {
@@ -40,6 +43,7 @@ FLAGS = {
     "judge_threshold": "--judge-threshold",
     "judge_temperature": "--judge-temperature",
     "noise": "--noise",
+    "pool": "--pool",
     "consensus": "--consensus",
     "fewshot": "--fewshot",
     "match_tokens": "--match-tokens",
@@ -86,6 +90,10 @@ class RunConfig:
     judge_temperature: float | None = None
     # Each binary verdict is flipped with this probability (section 5.3's noisy reward: 0.05).
     noise: float = 0.0
+    # A noisy judge's demonstration pool (POOLS): the accepted responses only, or also the most
+    # recent response of each question it has not accepted. Either way such a question's final
+    # answer is its most recent response.
+    pool: str = "accepted"
     # Self-consistency: resolved once one answer is given by more than this share of a
     # question's responses (the paper: "a consensus over 75%").
     consensus: float = 0.75
@@ -153,6 +161,10 @@ class RunConfig:
             raise bad("noise", "must be in [0, 1)")
         if self.noise and self.judgement == "consensus":
             raise bad("noise", "flips binary verdicts; a consensus judge gives none")
+        if self.pool not in POOLS:
+            raise bad("pool", f"must be one of {', '.join(POOLS)}")
+        if self.pool != "accepted" and not self.noise:
+            raise bad("pool", "only a noisy judge (--noise) shows responses it did not accept")
         if not 0.0 < self.consensus < 1.0:
             raise bad("consensus", "must be in (0, 1): a consensus is more than this share")
         if self.judge_temperature is not None and not (

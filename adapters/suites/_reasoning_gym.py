@@ -1,18 +1,19 @@
 """The paper's Reasoning Gym suite: 400 hard problems generated locally, judged by reasoning-gym.
 
-"Hard" is each task's curriculum set to its highest level, and the default (inclusive) curriculum
-context, so every range runs from the easiest level to the hardest (reasoning-gym 0.1.19):
+"Hard" is the Reasoning Gym benchmark's own hard setting (Stojanovski et al., arXiv 2505.24760,
+Appendix A.3; its `eval/yaml/hard/` configurations), every other field at its dataset default:
 
-- decimal_arithmetic: 2-8 decimal places, 2-10 terms, answers to 12 significant digits;
-- advanced_geometry: integer coordinates in [-10000, 10000]; orthocenter, incircle radius and
-  angle measure questions;
-- binary_alternation: strings of 10-1000 characters, 80% of them solvable;
-- letter_counting: spans of 5-19 words.
+- decimal_arithmetic: 5-8 decimal places, 5-8 terms, precision 10 (significant digits);
+- advanced_geometry: integer coordinates in [-100, 100]; orthocenter, incircle radius and angle
+  measure questions;
+- binary_alternation: strings of 50-500 characters, 80% of them solvable;
+- letter_counting: spans of 25-50 words.
 
-Each task is generated with the same fixed seed. Scoring uses the `score_answer` of the dataset
-that generated the entries: `reasoning_gym.get_score_answer_fn(task)` would build a dataset with
-the task's default config, and decimal_arithmetic reads its tolerance from the config (10^-3 by
-default, 10^-8 for the hard config).
+Every range is inclusive. Each task is generated with the same fixed seed, and `reasoning-gym` is
+pinned to one version (pyproject.toml), so the 400 problems do not change with an upgrade.
+Scoring uses the `score_answer` of the dataset that generated the entries:
+`reasoning_gym.get_score_answer_fn(task)` would build a dataset with the task's default config,
+and decimal_arithmetic reads its tolerance from the config (10^-3 by default, 10^-8 for hard).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ttc.adapters.suites._answers import extract_last_boxed
 from ttc.adapters.suites._base import TemplatedSuite
 from ttc.engine import ConfigError, Item, Verdict
 
-__all__ = ["DEFAULT_TASKS", "ReasoningGymSuite", "extract_last_boxed"]
+__all__ = ["DEFAULT_TASKS", "HARD_CONFIGS", "ReasoningGymSuite", "extract_last_boxed"]
 
 DEFAULT_TASKS: tuple[str, ...] = (
     "decimal_arithmetic",
@@ -34,20 +35,27 @@ DEFAULT_TASKS: tuple[str, ...] = (
 )
 """The paper's four task categories."""
 
-# Above every curriculum's top level: set_global_level clamps each attribute to its maximum.
-_HARDEST_LEVEL = 1_000
-
 Scorer = Callable[[str | None, dict[str, Any]], float]
+
+HARD_CONFIGS: dict[str, dict[str, Any]] = {
+    "decimal_arithmetic": {
+        "min_num_decimal_places": 5,
+        "max_num_decimal_places": 8,
+        "min_terms": 5,
+        "max_terms": 8,
+        "precision": 10,
+    },
+    "advanced_geometry": {"min_coord": -100, "max_coord": 100},
+    "binary_alternation": {"min_n": 50, "max_n": 500},
+    "letter_counting": {"min_words": 25, "max_words": 50},
+}
+"""The Reasoning Gym benchmark's hard setting of each task ttc generates (keyword arguments of
+its dataset config; the fields not named keep their defaults)."""
 
 
 def _hard_config(task: str, seed: int, size: int) -> dict[str, Any]:
-    """The keyword arguments of `create_dataset` for `task` at its curriculum's highest level."""
-    from reasoning_gym.factory import create_curriculum
-
-    curriculum = create_curriculum(task)
-    curriculum.set_global_level(_HARDEST_LEVEL)
-    config = curriculum.generate_configuration({"seed": seed, "size": size})
-    return dict(vars(config))
+    """The keyword arguments of `create_dataset` for `task` in the benchmark's hard setting."""
+    return {**HARD_CONFIGS[task], "seed": seed, "size": size}
 
 
 class ReasoningGymSuite(TemplatedSuite):
@@ -58,16 +66,15 @@ class ReasoningGymSuite(TemplatedSuite):
     def __init__(
         self, per_task: int = 100, seed: int = 42, tasks: Sequence[str] = DEFAULT_TASKS
     ) -> None:
-        from reasoning_gym.factory import CURRICULA, DATASETS
-
         if per_task < 1:
             raise ConfigError(f"per_task: must be >= 1, got {per_task}")
         tasks = tuple(tasks)
         if not tasks:
             raise ConfigError("tasks: at least one reasoning-gym task is needed")
         for task in tasks:
-            if task not in DATASETS or task not in CURRICULA:
-                raise ConfigError(f"tasks: {task!r} is not a reasoning-gym task with a curriculum")
+            if task not in HARD_CONFIGS:
+                known = ", ".join(HARD_CONFIGS)
+                raise ConfigError(f"tasks: {task!r} has no hard setting here; known: {known}")
         if len(set(tasks)) != len(tasks):
             raise ConfigError(f"tasks: duplicate task names in {tasks}")
         self.per_task = per_task

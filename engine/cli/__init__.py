@@ -14,7 +14,7 @@ from ttc.engine.cli._commands import (
 from ttc.engine.cli._main import main
 from ttc.engine.cli._parser import build_parser
 from ttc.engine.cli._progress import Progress
-from ttc.engine.cli._spec import ProviderSpec, RunSpec, SuiteSpec
+from ttc.engine.cli._spec import ProviderSpec, RunSpec, SuiteSpec, paper_decoding
 from ttc.engine.cli._usage import parse_limit, ttc_command
 from ttc.engine.cli._wiring import (
     Wired,
@@ -42,6 +42,7 @@ __all__ = [
     "main",
     "make_engine",
     "make_suite",
+    "paper_decoding",
     "parse_limit",
     "provider_from",
     "role_provider_from",

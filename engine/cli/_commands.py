@@ -9,6 +9,7 @@ a role model's (resumable); 75 a file of the run could not be written, e.g. a fu
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 from collections.abc import Sequence
@@ -39,6 +40,7 @@ from ttc.engine.cli._usage import ttc_command
 from ttc.engine.cli._wiring import (
     make_engine,
     run_config,
+    stored_config,
     suite_and_items,
     wire,
 )
@@ -180,6 +182,11 @@ async def cmd_run(spec: RunSpec, session: Session) -> int:
 
 async def cmd_compare(spec: RunSpec, session: Session) -> int:
     """`ttc compare`: the main four methods on one warm-up, a table and a plot."""
+    if spec.match_run is not None:
+        raise ConfigError(
+            "--match-tokens: ttc compare takes none; --protocol paper (the default) matches "
+            "unif to elim's output tokens"
+        )
     suite, items = suite_and_items(spec.suite)
     out = out_dir(spec)
     if not spec.resume:
@@ -198,7 +205,7 @@ async def _compare(
     spec: RunSpec, session: Session, suite: Suite, items: list[Item], out: Path
 ) -> int:
     if not spec.resume:  # a resume goes on with the command line that made the comparison
-        invocation = {"argv": redact_argv(spec.argv), "cwd": os.getcwd()}
+        invocation = {"argv": redact_argv(spec.argv), "cwd": os.getcwd(), "protocol": spec.protocol}
         (out / "invocation.json").write_bytes(orjson.dumps(invocation))
     runs: dict[str, list[dict[str, Any]]] = {}
     simulated = False
@@ -213,7 +220,11 @@ async def _compare(
         if method != "elim" and not begun:
             begun = share_warmup(out / "elim" / "journal.jsonl", out / method / "journal.jsonl",
                                  spec.warmup_rounds)  # fmt: skip
-        result = await run_one(spec, method, out / method, suite, items, session, resume=begun)
+        # The paper's protocol: unif gets elim's output tokens ("we match the same level of
+        # output token to that of Elim"), as `benchmarks/paper.py` does.
+        matched = method == "unif" and spec.protocol == "paper"
+        method_spec = dataclasses.replace(spec, match_run=out / "elim") if matched else spec
+        result = await run_one(method_spec, method, out / method, suite, items, session, begun)
         runs[method] = [round_row(s) for s in result.rounds]
         simulated |= result.simulated
         log.info("%s: coverage %.1f%%", method, 100 * result.coverage)
@@ -226,13 +237,29 @@ async def _compare(
     if simulated:
         title += "\nsimulated (sim provider): measures the machinery, not the method"
     plot_coverage(runs, out / "coverage_vs_tokens.png", title)
-    (out / "compare.txt").write_text(table + "\n" + (f"note: {SIM_NOTE}\n" if simulated else ""))
-    (out / "compare.json").write_bytes(orjson.dumps({"runs": runs, "simulated": simulated}))
+    protocol = protocol_line(spec, stored_config(out / "unif").get("match_tokens"))
+    note = f"note: {SIM_NOTE}\n" if simulated else ""
+    (out / "compare.txt").write_text(f"{protocol}\n{table}\n{note}")
+    (out / "compare.json").write_bytes(
+        orjson.dumps({"runs": runs, "simulated": simulated, "protocol": protocol})
+    )
+    print(protocol)
     print(table)
     print(f"plot: {out / 'coverage_vs_tokens.png'}")
     if simulated:
         print(f"note: {SIM_NOTE}")
     return 0
+
+
+def protocol_line(spec: RunSpec, matched: int | None) -> str:
+    """What `ttc compare` did, in a line: unif's budget (`matched`: elim's output tokens, when
+    unif matched them) and the decoding every method used."""
+    sampling = {k: v for k, v in dataclasses.asdict(spec.sampling).items() if v is not None}
+    decoding = ", ".join(f"{k} {v}" for k, v in sampling.items()) or "the provider's defaults"
+    if spec.protocol == "paper":
+        unif = f"unif matched to elim's {matched or 0:,} output tokens"
+        return f"protocol: the paper's (section 5, Appendix A): {unif}; decoding: {decoding}"
+    return f"protocol: none: unif samples all {spec.rounds} rounds; decoding: {decoding}"
 
 
 def require_empty(out: Path) -> None:
@@ -267,6 +294,8 @@ def resume_argv(run_dir: Path, extra: Sequence[str]) -> tuple[list[str], str]:
             invocation = data.get("invocation", data) if name == "config.json" else data
             if isinstance(invocation, dict) and isinstance(invocation.get("argv"), list):
                 argv = [str(a) for a in invocation["argv"]]
+                if name == "invocation.json" and "protocol" not in invocation:
+                    argv.extend(["--protocol", "none"])  # a compare made before --protocol
                 cwd = str(invocation.get("cwd") or os.getcwd())
                 return [*argv, *extra, "--resume", "--out", str(run_dir.resolve())], cwd
     raise DataError(f"{run_dir}: not a run directory made by `ttc run` or `ttc compare`")

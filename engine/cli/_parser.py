@@ -13,8 +13,9 @@ from pathlib import Path
 
 from ttc import __version__
 from ttc.engine import JUDGES, NEIGHBOUR_MODES, PRESETS
+from ttc.engine._config import POOLS
 from ttc.engine.cli._metrics import add_metrics
-from ttc.engine.cli._spec import PROVIDERS, SUITES
+from ttc.engine.cli._spec import PROTOCOLS, PROVIDERS, SUITES
 from ttc.engine.cli._usage import (
     Parser,
     RawDescriptionHelp,
@@ -140,24 +141,12 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         help=f"OpenAI reasoning models: verbosity {api}",
     )
     g = p.add_argument_group("sim provider (offline; measures the machinery, not the method)")
-    g.add_argument(
-        "--sim-latency",
-        type=natural_float,
-        default=0.0,
-        help="median latency in seconds (default: 0, no waiting)",
-    )
-    g.add_argument(
-        "--sim-ability",
-        type=number(float, -math.inf),
-        default=0.0,
-        help="logit offset of success (higher solves more)",
-    )
-    g.add_argument(
-        "--sim-thinking",
-        type=natural_float,
-        default=0.0,
-        help="thinking tokens per output token",
-    )
+    for flag, kind, what in (
+        ("--sim-latency", natural_float, "median latency in seconds (default: 0, no waiting)"),
+        ("--sim-ability", number(float, -math.inf), "logit offset of success (higher solves more)"),
+        ("--sim-thinking", natural_float, "thinking tokens per output token"),
+    ):
+        g.add_argument(flag, type=kind, default=0.0, help=what)
     _add_method_flags(p)
     g = p.add_argument_group("budget, cost and cache")
     g.add_argument(
@@ -274,6 +263,14 @@ def _add_method_flags(p: argparse.ArgumentParser) -> None:
         help="flip each binary verdict with this probability (the paper: 0.05)",
     )
     g.add_argument(
+        "--pool",
+        choices=POOLS,
+        default="accepted",
+        help="a noisy judge's demonstrations: accepted, only the responses it accepted (the "
+        "paper); latest, also each unaccepted question's most recent response. Either way that "
+        "response is the unaccepted question's final answer",
+    )
+    g.add_argument(
         "--consensus",
         type=number(float, 0, inclusive=False, high=0.999999),
         default=0.75,
@@ -347,6 +344,14 @@ def build_parser() -> argparse.ArgumentParser:
     cmp = sub.add_parser("compare", help="run unif/elim/rand/adpt sharing one warm-up")
     _add_common(cmp)
     cmp.set_defaults(method=None)  # it runs the main four
+    cmp.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="paper",
+        help="paper: unif matched to elim's output tokens, and Appendix A's decoding where no "
+        "flag sets it (temperature 0.3, top_p 0.9, top_k 40; output limits 65536 for gemini, "
+        "32768 for openai); none: unif samples every round, decoding as the flags say",
+    )
     ver = sub.add_parser(
         "verify",
         help="judge responses produced elsewhere with a suite's verifier",

@@ -10,16 +10,39 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from ttc.engine import RunConfig, Sampling
 
 SUITES = ("reasoning_gym", "math500", "minerva", "gpqa", "livecodebench", "custom")
 PROVIDERS = ("sim", "openai", "gemini")
+# `ttc compare`'s protocols: the paper's (unif matched to elim's output tokens, Appendix A's
+# decoding) or none (unif samples every round; decoding as the flags say).
+PROTOCOLS = ("paper", "none")
+# Appendix A's output limits, and the OpenAI models that reason (no temperature, top_p, top_k).
+PAPER_MAX_TOKENS = {"gemini": 65_536, "openai": 32_768}
+REASONING_MODEL = re.compile(r"^(gpt-5|o\d)")
+
+
+def paper_decoding(provider: str, model: str | None) -> Sampling:
+    """Appendix A's decoding for `provider`'s `model`: temperature 0.3, top_p 0.9 and top_k 40,
+    at most 65,536 (Gemini) or 32,768 (GPT) output tokens; an OpenAI reasoning model (gpt-5*,
+    o*) takes no temperature, top_p or top_k: reasoning effort and verbosity medium instead."""
+    limit = PAPER_MAX_TOKENS.get(provider)
+    if provider == "openai" and REASONING_MODEL.match(model or ""):
+        return Sampling(max_output_tokens=limit, reasoning_effort="medium", verbosity="medium")
+    return Sampling(temperature=0.3, top_p=0.9, top_k=40, max_output_tokens=limit)
+
+
+def given_over(base: Sampling, given: Sampling) -> Sampling:
+    """`base` with every setting `given` sets (not None) in its place."""
+    set_ = {f.name: getattr(given, f.name) for f in fields(given)}
+    return replace(base, **{name: value for name, value in set_.items() if value is not None})
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +118,7 @@ class RunSpec:
     judge_threshold: float = 0.7
     judge_temperature: float | None = None
     noise: float = 0.0
+    pool: str = "accepted"
     consensus: float = 0.75
     fewshot: Path | None = None
     # --match-tokens: the run directory whose output tokens unif and da match.
@@ -118,11 +142,25 @@ class RunSpec:
     metrics_addr: str = "127.0.0.1"
     # The command line that made the run, without --resume (for `ttc resume`).
     argv: tuple[str, ...] = ()
+    # `ttc compare`'s protocol (PROTOCOLS); None for `ttc run`.
+    protocol: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, argv: Sequence[str] = ()) -> RunSpec:
         """The spec of `ttc run` or `ttc compare` from its parsed flags."""
         method: str | None = args.method
+        protocol: str | None = getattr(args, "protocol", None)
+        sampling = Sampling(
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            max_output_tokens=args.max_tokens,
+            thinking_budget=args.thinking_budget,
+            reasoning_effort=args.reasoning_effort,
+            verbosity=args.verbosity,
+        )
+        if protocol == "paper":  # a decoding flag given still wins
+            sampling = given_over(paper_decoding(args.provider, args.model), sampling)
         return cls(
             suite=SuiteSpec.from_args(args),
             provider=ProviderSpec(
@@ -151,19 +189,12 @@ class RunSpec:
             verifier_workers=args.workers,
             max_cost_usd=args.max_cost,
             max_output_tokens=args.max_output_tokens,
-            sampling=Sampling(
-                temperature=args.temperature,
-                top_p=args.top_p,
-                top_k=args.top_k,
-                max_output_tokens=args.max_tokens,
-                thinking_budget=args.thinking_budget,
-                reasoning_effort=args.reasoning_effort,
-                verbosity=args.verbosity,
-            ),
+            sampling=sampling,
             judge=args.judge,
             judge_threshold=args.judge_threshold,
             judge_temperature=args.judge_temperature,
             noise=args.noise,
+            pool=args.pool,
             consensus=args.consensus,
             fewshot=args.fewshot,
             match_run=args.match_tokens,
@@ -181,6 +212,7 @@ class RunSpec:
             metrics_port=args.metrics_port,
             metrics_addr=args.metrics_addr,
             argv=tuple(argv),
+            protocol=protocol,
         )
 
     @property
@@ -212,6 +244,7 @@ class RunSpec:
             judge_threshold=self.judge_threshold,
             judge_temperature=self.judge_temperature,
             noise=self.noise,
+            pool=self.pool,
             consensus=self.consensus,
             fewshot=None if self.fewshot is None else str(self.fewshot),
             match_tokens=match_tokens,

@@ -5,7 +5,11 @@
 - reward model (threshold): accepted when an LLM judge's rubric score reaches the threshold share
   of the scale; resolved and ỹ as above; the final answer is the highest-rewarded response.
 - noisy (p): another judgement's binary verdict, flipped with probability p; a question with no
-  accepted response shows (and answers with) its most recent response (section 5.3).
+  accepted response answers with its most recent response (section 5.3: "if no response is
+  marked correct for a query, we fall back to selecting the most recent response"). Only
+  accepted responses join the demonstration pool (pool `accepted`, the paper's "the reward model
+  determines whether a response is considered solved and whether it is added to the
+  demonstration pool"); with pool `latest` such a question shows its most recent response too.
 - consensus (share): self-consistency, no oracle; nothing is accepted; resolved at the first round
   barrier where one answer is given by more than `share` of the question's responses (at least
   two; a response with no extracted answer counts against), and resolved for good from then on;
@@ -27,7 +31,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ttc.engine._cache import ProviderCache
-from ttc.engine._errors import ProviderError
+from ttc.engine._config import POOLS
+from ttc.engine._errors import ConfigError, ProviderError
 from ttc.engine._events import Rated
 from ttc.engine._limiter import Limiter
 from ttc.engine._retry import RetryPolicy
@@ -153,14 +158,24 @@ class Noisy:
 
     The flip of a response is a draw seeded by (seed, item, round, k), so a resumed run flips the
     same ones. As in the paper's noisy-reward ablation, a question with no accepted response
-    shows (and answers with) its most recent response.
+    answers with its most recent response; `pool` says whether it also shows that response as
+    a demonstration (`latest`) or only accepted responses are shown (`accepted`).
     """
 
     inner: GroundTruth | RewardModel
     p: float
     seed: int
-    keeps_recent: bool = True
+    pool: str = "accepted"
     tallies: bool = False
+
+    def __post_init__(self) -> None:
+        if self.pool not in POOLS:
+            raise ConfigError(f"--pool: must be one of {', '.join(POOLS)}, got {self.pool!r}")
+
+    @property
+    def keeps_recent(self) -> bool:
+        # Only a `latest` pool shows the most recent response's text.
+        return self.pool == "latest"
 
     @property
     def name(self) -> str:
@@ -171,7 +186,7 @@ class Noisy:
         return self.inner.reward_model
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "p": self.p, "inner": self.inner.describe()}
+        return {"name": self.name, "p": self.p, "pool": self.pool, "inner": self.inner.describe()}
 
     def close_round(self, rec: QuestionRecord, round_no: int) -> None:
         return None
@@ -186,7 +201,9 @@ class Noisy:
         return rec.accepted is not None
 
     def demo(self, rec: QuestionRecord) -> Pick | None:
-        return rec.accepted or rec.recent
+        if self.pool == "latest":
+            return rec.accepted or rec.recent
+        return rec.accepted
 
     def selected(self, rec: QuestionRecord) -> Pick | None:
         return rec.accepted or rec.recent

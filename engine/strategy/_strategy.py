@@ -72,7 +72,7 @@ def judgement_of(config: RunConfig) -> Judgement:
         return Consensus(config.consensus)
     inner: GroundTruth | RewardModel
     inner = RewardModel(config.judge_threshold) if kind == "reward" else GroundTruth(config.gamma)
-    return Noisy(inner, config.noise, config.seed) if config.noise > 0 else inner
+    return Noisy(inner, config.noise, config.seed, config.pool) if config.noise > 0 else inner
 
 
 def preset(config: RunConfig, suite: str = "") -> Strategy:

@@ -109,8 +109,10 @@ def test_ttc_compare_shares_the_warmup_and_plots(tmp_path: Path) -> None:
     assert png.startswith(b"\x89PNG")
     assert len(png) > 10_000
     assert "simulated" in (out / "compare.txt").read_text()
-    unif = load(out / "unif" / "summary.json")
-    assert [r["active"] for r in unif["rounds"]] == [20, 20, 20, 20]
+    # The paper's protocol (the default): unif matched to elim's output tokens.
+    assert "protocol: the paper's" in proc.stdout
+    unif = load(out / "unif" / "config.json")["config"]
+    assert unif["match_tokens"] == load(out / "elim" / "summary.json")["output_tokens"]
 
 
 @pytest.mark.parametrize(

@@ -141,8 +141,10 @@ async def test_a_run_serves_what_its_journal_and_summary_say(
 
 async def test_compare_counts_each_method_apart(tmp_path: Path, last_scrape: list[Samples]) -> None:
     out = tmp_path / "cmp"
+    # --protocol none: unif samples every round (matched to elim, it would send nothing more).
     argv = ["compare", "--limit", "12", "--rounds", "2", "--embedder", "lexical", "--workers",
-            "0", "--no-cache", "-q", "--metrics-port", "0", "--out", str(out)]  # fmt: skip
+            "0", "--no-cache", "-q", "--metrics-port", "0", "--protocol", "none",
+            "--out", str(out)]  # fmt: skip
     args = build_parser().parse_args(argv)
     assert await cmd_compare(RunSpec.from_args(args, argv), Session()) == 0
     [got] = last_scrape

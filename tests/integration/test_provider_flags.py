@@ -9,7 +9,7 @@ import pytest
 from fakes import FakeSuite, items
 
 from ttc.adapters import GeminiProvider, OpenAIProvider
-from ttc.engine import RunConfig
+from ttc.engine import RunConfig, Sampling
 from ttc.engine._errors import ConfigError
 from ttc.engine._types import Provider
 from ttc.engine.cli import RunSpec, build_parser, main, role_provider_from
@@ -92,4 +92,6 @@ def test_a_spec_made_by_hand_has_the_command_lines_defaults(
     compare = RunSpec.from_args(build_parser().parse_args(["compare", "--resume", "--out", "c"]))
     assert (compare.method, compare.label, compare.out) == (None, "compare", Path("c"))
     assert compare.cache == tmp_path / "cache" / "responses.sqlite3"
-    assert compare.run_config("elim") == RunConfig(method="elim")
+    # compare's default protocol is the paper's: Appendix A's decoding.
+    paper = Sampling(temperature=0.3, top_p=0.9, top_k=40)
+    assert compare.run_config("elim") == RunConfig(method="elim", sampling=paper)

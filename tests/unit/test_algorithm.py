@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pytest
-from fakes import FakeSuite, ScriptedProvider, TableEmbedder, items
+from fakes import FakeSuite, ScriptedProvider, Step, TableEmbedder, items
 
 from ttc.adapters.suites._templates import adaptive_prompt, warmup_prompt
 from ttc.engine import Engine, RunConfig, RunResult
+from ttc.engine._journal import read_journal
 
 RIGHT = "right:{} worked solution"
 
@@ -204,3 +206,96 @@ async def test_warmup_rounds_sample_every_question() -> None:
     assert [s.active for s in result.rounds] == [3, 3, 2]
     assert dict(provider.calls) == {"q0": 2, "q1": 3, "q2": 3}
     assert result.response("q0") == right("q0")
+
+
+# -- the noisy judge's demonstration pool (section 5.3) ---------------------------------------
+
+NOISY_N, NOISY_ROUNDS = 12, 4
+
+
+def noisy_script() -> ScriptedProvider:
+    """Half the questions always right, half always wrong; every response's text is unique and
+    says which question and which call (= round, K=1 under elimination) it answers."""
+    script: dict[str, list[Step]] = {}
+    for i in range(NOISY_N):
+        qid = f"q{i}"
+        head = right(qid) if i < NOISY_N // 2 else "wrong"
+        script[qid] = [f"{head} {qid} call{c}" for c in range(NOISY_ROUNDS)]
+    return ScriptedProvider(script)
+
+
+def shown_sources(provider: ScriptedProvider) -> list[tuple[int, str, int]]:
+    """Every demonstration shown: (round it was shown in, its question, the round it answered)."""
+    calls: dict[str, int] = {}
+    shown = []
+    for request in provider.history:
+        calls[request.item_id] = calls.get(request.item_id, 0) + 1
+        for demo in request.demos:
+            source, call = demo.response.split()[-2:]
+            shown.append((calls[request.item_id], source, int(call.removeprefix("call")) + 1))
+    return shown
+
+
+async def noisy_run(
+    tmp_path: Path, method: str, pool: str = "accepted"
+) -> tuple[ScriptedProvider, set[tuple[str, int]], list[dict[str, object]]]:
+    provider = noisy_script()
+    await run(provider, NOISY_N, out=tmp_path, method=method, rounds=NOISY_ROUNDS, p=3,
+              noise=0.3, seed=3, pool=pool)  # fmt: skip
+    verdicts = [e for e in read_journal(tmp_path / "journal.jsonl") if e["ev"] == "verdict"]
+    # The noise flips verdicts both ways at this seed: a right response refused, a wrong one
+    # accepted (so the pool is not simply the right responses).
+    assert any(e["flipped"] and e["correct"] for e in verdicts)
+    assert any(e["flipped"] and not e["correct"] for e in verdicts)
+    accepted = {(str(e["item"]), int(e["round"])) for e in verdicts if e["passed"]}
+    lines = (tmp_path / "results.jsonl").read_bytes().splitlines()
+    results = [orjson.loads(line) for line in lines]
+    return provider, accepted, results
+
+
+@pytest.mark.parametrize("method", ["adpt", "rand"])
+async def test_a_noisy_judge_shows_only_responses_it_accepted(tmp_path: Path, method: str) -> None:
+    # The paper: "the reward model determines whether a response is considered solved and
+    # whether it is added to the demonstration pool". The default pool: accepted only.
+    provider, accepted, results = await noisy_run(tmp_path, method)
+    shown = shown_sources(provider)
+    assert shown
+    for round_shown, source, round_answered in shown:
+        assert (source, round_answered) in accepted
+        assert round_answered < round_shown
+    # "If no response is marked correct for a query, we fall back to selecting the most recent
+    # response": its final answer, not a demonstration.
+    unaccepted = [r for r in results if not r["solved"]]
+    assert unaccepted
+    for r in unaccepted:
+        assert r["response"] is None
+        assert r["answer_round"] == NOISY_ROUNDS
+        assert str(r["answer"]).endswith(f"{r['id']} call{NOISY_ROUNDS - 1}")
+
+
+@pytest.mark.parametrize("method", ["adpt", "rand"])
+async def test_pool_latest_shows_unaccepted_questions_most_recent_response(
+    tmp_path: Path, method: str
+) -> None:
+    provider, accepted, results = await noisy_run(tmp_path, method, pool="latest")
+    shown = shown_sources(provider)
+    never = [(s, r) for _, s, r in shown if not any(q == s for q, _ in accepted)]
+    assert never  # a question the judge never accepted, shown as a demonstration
+    for round_shown, source, round_answered in shown:
+        if (source, round_answered) not in accepted:
+            # Its most recent response as the round was planned.
+            assert round_answered == round_shown - 1
+    for r in results:
+        if not r["solved"]:
+            assert str(r["response"]).endswith(f"{r['id']} call{NOISY_ROUNDS - 1}")
+            assert r["answer"] == r["response"]
+
+
+@pytest.mark.parametrize(
+    "bad", [{"pool": "all", "noise": 0.1}, {"pool": "latest"}, {"pool": "latest", "noise": 0.0}]
+)
+def test_pool_needs_a_known_name_and_a_noisy_judge(bad: dict[str, object]) -> None:
+    from ttc.engine import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^--pool: "):
+        RunConfig(**bad)  # type: ignore[arg-type]

@@ -485,7 +485,7 @@ async def test_noisy_judge_falls_back_to_the_most_recent_response(
 ) -> None:
     # No flip happens at this p (checked); neither question is ever right. Each is the other's
     # only neighbour (similar, fixed or random) and, with no accepted response, shows its most
-    # recent one as it stood when the round was planned.
+    # recent one as it stood when the round was planned (--pool latest).
     p = 1e-9
     assert all(unit_draw(0, "noise", f"q{i}", t, 0) >= p for i in range(2) for t in range(1, 4))
     provider = ScriptedProvider({"q0": ["w0a", "w0b", "w0c"], "q1": ["w1a", "w1b", "w1c"]})
@@ -499,6 +499,7 @@ async def test_noisy_judge_falls_back_to_the_most_recent_response(
         rounds=3,
         p=1,
         noise=p,
+        pool="latest",
     )
     shown = [(r.item_id, [(d.item_id, d.response) for d in r.demos]) for r in provider.history]
     assert sorted(shown[2:4]) == [("q0", [("q1", "w1a")]), ("q1", [("q0", "w0a")])]

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
+import re
+import tomllib
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
+from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 
 from ttc.adapters.sim import answers_for
 from ttc.adapters.suites._reasoning_gym import DEFAULT_TASKS, ReasoningGymSuite, extract_last_boxed
+from ttc.engine import items_sha256
 from ttc.engine._errors import ConfigError
 from ttc.engine._types import Demo, Item, Suite, Verdict
 
@@ -52,6 +57,61 @@ def test_generation_is_deterministic_across_instances(items: list[Item]) -> None
     ]
 
 
+def _of(items: list[Item], task: str) -> list[Item]:
+    return [item for item in items if item.meta["task"] == task]
+
+
+def test_decimal_arithmetic_is_the_benchmarks_hard_setting(items: list[Item]) -> None:
+    # arXiv 2505.24760, Appendix A.3: 5-8 decimal places, 5-8 terms, precision 10.
+    places: set[int] = set()
+    terms: set[int] = set()
+    for item in _of(items, "decimal_arithmetic"):
+        head, expression = item.question.split("\n")
+        assert "maximum of 10 significant digits" in head
+        operands = re.findall(r"\d+\.(\d+)", expression)
+        terms.add(len(operands))
+        places.update(len(decimals) for decimals in operands)
+    assert places == {5, 6, 7, 8}
+    assert terms == {5, 6, 7, 8}
+
+
+def test_geometry_binary_and_letters_are_the_benchmarks_hard_setting(items: list[Item]) -> None:
+    coordinates = [
+        abs(int(c))
+        for item in _of(items, "advanced_geometry")
+        for c in re.findall(r"-?\d+", " ".join(re.findall(r"=\((-?\d+, -?\d+)\)", item.question)))
+    ]
+    assert len(coordinates) == 6 * 100
+    assert 90 < max(coordinates) <= 100  # within +-100, and well beyond the default +-10
+    lengths = [
+        len(re.findall(r"[01]{10,}", item.question)[-1])
+        for item in _of(items, "binary_alternation")
+    ]
+    assert 50 <= min(lengths) < 70
+    assert 480 < max(lengths) <= 500
+    words = [
+        len(re.search(r'in the text: "(.*)"\?$', item.question).group(1).split())  # type: ignore[union-attr]
+        for item in _of(items, "letter_counting")
+    ]
+    assert (min(words), max(words)) == (25, 50)
+
+
+def test_the_same_seed_gives_the_same_problems_and_another_seed_others(items: list[Item]) -> None:
+    # The 400 problems of seed 42, as pinned reasoning-gym generates them: a change of the
+    # generator (an upgrade past the pin) or of the setting changes this hash.
+    assert items_sha256(items) == (
+        "7905b520d8aba71e7a62868f41c33209130a0b48948d2d2d9b7c44efc910fa8e"
+    )
+    other = ReasoningGymSuite(per_task=4, seed=7).items()
+    assert {i.question for i in other}.isdisjoint(i.question for i in items)
+
+
+def test_reasoning_gym_is_pinned_to_the_installed_version() -> None:
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    pins = [d for d in pyproject["project"]["dependencies"] if d.startswith("reasoning-gym")]
+    assert pins == [f"reasoning-gym=={version('reasoning-gym')}"]
+
+
 def test_small_suite_and_bad_settings() -> None:
     small = ReasoningGymSuite(per_task=2, tasks=["letter_counting", "decimal_arithmetic"])
     assert [i.id for i in small.items()] == [
@@ -64,6 +124,8 @@ def test_small_suite_and_bad_settings() -> None:
         ReasoningGymSuite(per_task=0)
     with pytest.raises(ConfigError, match="tasks"):
         ReasoningGymSuite(tasks=["no_such_task"])
+    with pytest.raises(ConfigError, match="no hard setting"):
+        ReasoningGymSuite(tasks=["chain_sum"])
 
 
 @pytest.mark.parametrize(
