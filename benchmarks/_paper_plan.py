@@ -93,6 +93,7 @@ class GridOptions:
     sim_ability: float = 0.0
     sim_thinking: float = 0.0
     sim_latency: float = 0.0
+    sim_icl_gain: float = 1.0
     cache: Path | None = None
     argv: tuple[str, ...] = ()
 
@@ -111,6 +112,7 @@ class GridOptions:
             sim_ability=self.sim_ability,
             sim_latency=self.sim_latency,
             sim_thinking=self.sim_thinking,
+            sim_icl_gain=self.sim_icl_gain,
         )
 
     def spec(self, method: str, seed: int, suite: SuiteSpec | None = None) -> RunSpec:

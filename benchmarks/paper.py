@@ -154,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--sim-ability", type=float, default=0.0)
     g.add_argument("--sim-thinking", type=float, default=0.0)
     g.add_argument("--sim-latency", type=float, default=0.0)
+    g.add_argument("--sim-icl-gain", type=float, default=1.0, help="0: demonstrations never help")
     return p
 
 
@@ -265,6 +266,7 @@ def options_from(args: argparse.Namespace, argv: Sequence[str]) -> GridOptions:
         sim_ability=args.sim_ability,
         sim_thinking=args.sim_thinking,
         sim_latency=args.sim_latency,
+        sim_icl_gain=args.sim_icl_gain,
         cache=cache,
         argv=tuple(argv),
     )
