@@ -316,9 +316,14 @@ def fixture_names(outcomes: Sequence[Outcome]) -> dict[str, str]:
     their config.json's test-set checksum says: tables and figures call them a fixture."""
     names: dict[str, str] = {}
     for o in outcomes:
-        if o.suite != "livecodebench" or o.status == "skipped" or o.suite in names:
+        if o.suite not in ("livecodebench", "mixed") or o.status == "skipped" or o.suite in names:
             continue
         config = orjson.loads((o.path / "config.json").read_bytes())
+        if o.suite == "mixed":
+            lcb = config.get("invocation", {}).get("data", {}).get("sources", {})
+            if lcb.get("livecodebench", {}).get("file") == str(LCB_FIXTURE):
+                names[o.suite] = "Mixed (LiveCodeBench fixture, MATH-500, GPQA)"
+            continue
         n = int(config.get("items", 0))
         if config.get("items_sha256") == items_sha256(_fixture_items()[:n]):
             names[o.suite] = f"livecodebench fixture ({n} problems)"
