@@ -48,9 +48,9 @@ PAPER_SUITES = {
 }
 # Which of the paper's tables is a suite's per-round coverage table, with the paper's model.
 ROUND_TABLES = {
-    "minerva": "Table 2 (MinervaMath, Gemini-2.5-flash-lite thinking)",
-    "math500": "Table 3 (MATH-500, GPT-4.1-mini)",
-    "mixed": "Table 7 (the deliberately diverse set, Appendix D)",
+    "minerva": "Table 2: MinervaMath, Gemini-2.5-flash-lite thinking",
+    "math500": "Table 3: MATH-500, GPT-4.1-mini",
+    "mixed": "Table 7: the deliberately diverse set, Appendix D",
 }
 FIGURE1_METHODS = ("unif", "elim", "rand", "adpt")
 BENCHMARKS = ("math500", "livecodebench", "minerva", "gpqa", "reasoning_gym")
