@@ -20,6 +20,7 @@ paper: elim) and take its output tokens.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from ttc.adapters.suites import HubUnavailable, data_source
+from ttc.adapters.suites import MIXED_SOURCES, HubUnavailable, MixedSuite, data_source
 from ttc.engine import OPERATIONAL, ConfigError, Item, RunConfig, Sampling, Suite, items_sha256
 from ttc.engine.cli import ProviderSpec, RunSpec, SuiteSpec, suite_and_items
 from ttc.engine.strategy import preset
@@ -93,7 +94,10 @@ class GridOptions:
     sim_ability: float = 0.0
     sim_thinking: float = 0.0
     sim_latency: float = 0.0
+    sim_icl_gain: float = 1.0
     cache: Path | None = None
+    # Other grids (other models) whose results join Figure 1's table.
+    cross: tuple[Path, ...] = ()
     argv: tuple[str, ...] = ()
 
     @property
@@ -111,6 +115,7 @@ class GridOptions:
             sim_ability=self.sim_ability,
             sim_latency=self.sim_latency,
             sim_thinking=self.sim_thinking,
+            sim_icl_gain=self.sim_icl_gain,
         )
 
     def spec(self, method: str, seed: int, suite: SuiteSpec | None = None) -> RunSpec:
@@ -175,6 +180,8 @@ def describe_source(source: Mapping[str, Any] | None) -> str:
     """A run's recorded data source (`data_source`) in a few words."""
     if source is None:
         return "generated"
+    if "sources" in source:  # a mixed suite: each of its sources
+        return "; ".join(f"{k}: {describe_source(v)}" for k, v in source["sources"].items())
     if "file" in source:
         return str(source["file"])
     where = "/".join(str(source[k]) for k in ("config", "split") if source.get(k))
@@ -207,6 +214,8 @@ def load_suite(opts: GridOptions, name: str) -> LoadedSuite:
     Hugging Face Hub's copy, cut to its limit. LiveCodeBench with `sim` falls back to the test
     fixture, with a note, when the Hub cannot be reached; otherwise no data is a ConfigError
     naming the flag to give."""
+    if name == "mixed":
+        return load_mixed(opts)
     data: Path | None = None
     start, end = opts.lcb_start, opts.lcb_end
     if name in DATA_FILES and (opts.data_dir / DATA_FILES[name]).exists():
@@ -229,6 +238,20 @@ def load_suite(opts: GridOptions, name: str) -> LoadedSuite:
         note = f"{name}: {why}, so the Hugging Face Hub's copy is used: {loaded.source}"
         return dataclasses.replace(loaded, note=note)
     return loaded
+
+
+def load_mixed(opts: GridOptions) -> LoadedSuite:
+    """The failure-mode test set (Table 7): 20 questions of each of LiveCodeBench, MATH-500 and
+    GPQA, far apart (`MixedSuite`), each source read as its own suite is (whole, then chosen)."""
+    whole = dataclasses.replace(opts, limits={})
+    parts = {name: load_suite(whole, name) for name in MIXED_SOURCES}
+    suite = MixedSuite({name: ls.suite for name, ls in parts.items()})
+    items = suite.items()[: opts.limits.get("mixed")]
+    notes = [f"{ls.note}" for ls in parts.values() if ls.note]
+    counts = Counter(str(item.meta["source"]) for item in items)
+    note = "mixed: " + ", ".join(f"{counts[n]} {n}" for n in MIXED_SOURCES) + " questions"
+    spec = SuiteSpec(name="mixed", limit=opts.limits.get("mixed"))
+    return LoadedSuite("mixed", suite, items, None, "; ".join([note, *notes]), spec)
 
 
 _FIXTURE_NOTE = (

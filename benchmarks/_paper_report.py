@@ -1,229 +1,45 @@
-"""The tables and figures of `benchmarks/paper.py`, computed from the runs' summary.json files.
-
-Means and standard deviations are over seeds; a standard deviation is the sample one (n - 1),
-none for a single seed (tables say "1 seed", figures draw no spread). Coverage and accuracy are
-in percent, gains in points. A round a run did not reach (a method with fewer rounds) carries
-its last coverage forward; a matched-budget `unif` runs its later rounds with no samples, so its
-summary already carries its coverage forward, as the paper does.
+"""The figures of `benchmarks/paper.py`, from the statistics of `_paper_stats`: coverage per round,
+coverage against output tokens, tokens per round, and final-round coverage (the paper's Figure 8).
 """
 
 from __future__ import annotations
 
-import itertools
-import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
+from _paper_stats import (
+    SIM_BANNER,
+    USAGE,
+    MethodStats,
+    Run,
+    Stat,
+    by_suite,
+    gains,
+    stat,
+    suite_name,
+)
+from _paper_tables import table_json, table_markdown, write_tables
 
 from ttc.engine import PlotLine, method_style, plot_lines, wrap_title
 
-SIM_BANNER = "simulated (sim provider): measures the machinery, not the method"
-# The components of a round's tokens, bottom to top in the usage figure.
-USAGE = (("input_tokens", "prompt"), ("thinking_tokens", "thinking"), ("output_tokens", "response"))
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    """One finished run of the grid: its cell and its summary.json."""
-
-    suite: str
-    method: str
-    seed: int
-    summary: Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Stat:
-    """A mean and a standard deviation over seeds (None for one seed), and their values."""
-
-    mean: float
-    std: float | None
-    values: tuple[float, ...]
-
-    def text(self, digits: int = 1) -> str:
-        if self.std is None:
-            return f"{self.mean:.{digits}f} (1 seed)"
-        return f"{self.mean:.{digits}f} ± {self.std:.{digits}f}"
-
-    def json(self) -> dict[str, Any]:
-        return {"mean": self.mean, "std": self.std, "values": list(self.values)}
-
-
-def stat(values: Sequence[float]) -> Stat:
-    std = statistics.stdev(values) if len(values) > 1 else None
-    return Stat(statistics.fmean(values), std, tuple(values))
-
-
-def _per_round(run: Run, key: str, rounds: int) -> list[float]:
-    """A per-round quantity of a run, its last value carried forward to `rounds` rounds."""
-    values = [float(r[key]) for r in run.summary["rounds"]]
-    return values + [values[-1]] * (rounds - len(values)) if values else [0.0] * rounds
-
-
-@dataclass(frozen=True, slots=True)
-class MethodStats:
-    """One method on one suite, over seeds."""
-
-    method: str
-    runs: tuple[Run, ...]
-    rounds: int
-
-    @property
-    def seeds(self) -> list[int]:
-        return [r.seed for r in self.runs]
-
-    def final(self, key: str) -> Stat:
-        return stat([100 * float(r.summary[key]) for r in self.runs])
-
-    def total(self, key: str) -> Stat:
-        return stat([float(r.summary[key]) for r in self.runs])
-
-    def coverage_by_round(self) -> list[Stat]:
-        per_run = [_per_round(r, "coverage", self.rounds) for r in self.runs]
-        return [stat([100 * v[t] for v in per_run]) for t in range(self.rounds)]
-
-    def mean_by_round(self, key: str, cumulative: bool = False) -> list[float]:
-        per_run = [_per_round_tokens(r, key, self.rounds) for r in self.runs]
-        if cumulative:
-            per_run = [list(itertools.accumulate(v)) for v in per_run]
-        return [statistics.fmean(v[t] for v in per_run) for t in range(self.rounds)]
-
-    def json(self) -> dict[str, Any]:
-        return {
-            "runs": len(self.runs),
-            "seeds": self.seeds,
-            "coverage_pct": self.final("coverage").json(),
-            "accuracy_pct": self.final("accuracy").json(),
-            "output_tokens": self.total("output_tokens").json(),
-            "coverage_pct_by_round": [s.json() for s in self.coverage_by_round()],
-            "cumulative_output_tokens_by_round": self.mean_by_round("output_tokens", True),
-            "tokens_by_round": {name: self.mean_by_round(key) for key, name in USAGE},
-        }
-
-
-def _per_round_tokens(run: Run, key: str, rounds: int) -> list[float]:
-    """Tokens per round; a round the run did not reach spent none."""
-    values = [float(r[key]) for r in run.summary["rounds"]]
-    return values + [0.0] * (rounds - len(values))
-
-
-def by_suite(runs: Sequence[Run], methods: Sequence[str]) -> dict[str, list[MethodStats]]:
-    """suite -> the methods that finished on it, in `methods` order."""
-    out: dict[str, list[MethodStats]] = {}
-    for suite in dict.fromkeys(r.suite for r in runs):
-        mine = [r for r in runs if r.suite == suite]
-        rounds = max(len(r.summary["rounds"]) for r in mine)
-        for method in methods:
-            cell = tuple(sorted((r for r in mine if r.method == method), key=lambda r: r.seed))
-            if cell:
-                out.setdefault(suite, []).append(MethodStats(method, cell, rounds))
-    return out
-
-
-def gains(stats: Sequence[MethodStats], over: str = "adpt") -> dict[str, Stat]:
-    """Final-round coverage of `over` minus each other method's, in points, paired by seed."""
-    mine = next((m for m in stats if m.method == over), None)
-    if mine is None:
-        return {}
-    ours = {r.seed: 100 * float(r.summary["coverage"]) for r in mine.runs}
-    out = {}
-    for other in stats:
-        if other.method == over:
-            continue
-        diffs = [ours[r.seed] - 100 * float(r.summary["coverage"]) for r in other.runs]
-        paired = [d for d, r in zip(diffs, other.runs, strict=True) if r.seed in ours]
-        if paired:
-            out[other.method] = stat(paired)
-    return out
-
-
-def table_json(
-    suites: Mapping[str, list[MethodStats]], header: Mapping[str, Any]
-) -> dict[str, Any]:
-    return {
-        **header,
-        "std": "sample standard deviation over seeds (n - 1); null for one seed",
-        "suites": {
-            suite: {
-                "methods": {m.method: m.json() for m in stats},
-                "adpt_gain_points": {k: v.json() for k, v in gains(stats).items()},
-            }
-            for suite, stats in suites.items()
-        },
-    }
-
-
-def suite_name(suite: str, header: Mapping[str, Any]) -> str:
-    """How tables and figures name a suite: the LiveCodeBench test fixture as a fixture."""
-    return str(header.get("suite_labels", {}).get(suite, suite))
-
-
-def _spread(header: Mapping[str, Any]) -> str:
-    if len(header["seeds"]) == 1:
-        return f"1 seed ({header['seeds'][0]}), so no spread"
-    return "mean ± std over seeds (sample std; a cell marked 1 seed has no spread)"
-
-
-def table_markdown(
-    suites: Mapping[str, list[MethodStats]], methods: Sequence[str], header: Mapping[str, Any]
-) -> str:
-    title = "# Final-round coverage and accuracy"
-    if header.get("simulated"):
-        title += f": {SIM_BANNER}"
-    lines = [title, ""]
-    lines.append(
-        f"{header['provider']} / {header['model']}; seeds {header['seeds']}; "
-        f"R = {header['rounds']}; {_spread(header)}; coverage and accuracy in %, gains in points."
-    )
-    if header.get("matched"):
-        lines.append(f"Matched budgets: {header['matched']}.")
-    shown = [m for m in methods if any(s.method == m for st in suites.values() for s in st)]
-    # With one seed in the whole grid the line above says so once; no cell repeats it.
-    one_seed = len(header["seeds"]) == 1
-
-    def text(stat: Stat, digits: int = 1) -> str:
-        return f"{stat.mean:.{digits}f}" if one_seed else stat.text(digits)
-
-    def block(name: str, cell: Any) -> None:
-        lines.extend(["", f"## {name}", ""])
-        lines.append("| suite | " + " | ".join(shown) + " |")
-        lines.append("| --- |" + " --- |" * len(shown))
-        for suite, stats in suites.items():
-            found = {s.method: s for s in stats}
-            row = [cell(found[m]) if m in found else "-" for m in shown]
-            lines.append(f"| {suite_name(suite, header)} | " + " | ".join(row) + " |")
-
-    block("Final-round coverage (%)", lambda s: text(s.final("coverage")))
-    block("Final-round accuracy (%)", lambda s: text(s.final("accuracy")))
-    block("Output tokens per run (mean)", lambda s: f"{s.total('output_tokens').mean:,.0f}")
-    others = [m for m in shown if m != "adpt"]
-    if "adpt" in shown and others:
-        lines.extend(["", "## Final-round coverage gain of adpt (points)", ""])
-        lines.append("| suite | " + " | ".join(f"over {m}" for m in others) + " |")
-        lines.append("| --- |" + " --- |" * len(others))
-        for suite, stats in suites.items():
-            g = gains(stats)
-            row = [text(g[m], 2) if m in g else "-" for m in others]
-            lines.append(f"| {suite_name(suite, header)} | " + " | ".join(row) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def write_tables(
-    suites: Mapping[str, list[MethodStats]],
-    methods: Sequence[str],
-    header: Mapping[str, Any],
-    out: Path,
-) -> tuple[Path, Path]:
-    md, js = out / "results.md", out / "results.json"
-    md.write_text(table_markdown(suites, methods, header), encoding="utf-8")
-    js.write_bytes(orjson.dumps(table_json(suites, header), option=orjson.OPT_INDENT_2))
-    return md, js
-
-
-# --- figures ---------------------------------------------------------------------------------
+__all__ = [
+    "SIM_BANNER",
+    "MethodStats",
+    "Run",
+    "Stat",
+    "by_suite",
+    "gains",
+    "plot_final",
+    "plot_rounds",
+    "plot_tokens",
+    "plot_usage",
+    "stat",
+    "table_json",
+    "table_markdown",
+    "write_figures",
+    "write_tables",
+]
 
 
 def _plt() -> Any:
@@ -317,7 +133,7 @@ def plot_final(
     order: Sequence[str],
     names: Mapping[str, str],
 ) -> Any:
-    """Final-round coverage per suite and method, mean with ± std bars (the paper's Figure 7);
+    """Final-round coverage per suite and method, mean with ± std bars (the paper's Figure 8);
     a bar of one seed has none."""
     present = {m.method for st in suites.values() for m in st}
     methods = [m for m in order if m in present]

@@ -17,7 +17,8 @@ overrides a default; `default` leaves the parameter to the provider. With `sim`,
 cut to a small prefix by default so that the whole grid runs offline in minutes.
 
 Writes DIR/results.md and DIR/results.json (final-round coverage and accuracy, mean ± std over
-seeds, and adpt's gains), DIR/final_coverage.png, and per suite DIR/<suite>/
+seeds, adpt's gains, and every table of the paper in its shape: `_paper_shapes`),
+DIR/final_coverage.png, and per suite DIR/<suite>/
 coverage_per_round.png, coverage_vs_output_tokens.png and tokens_per_round.png; prints one JSON
 line. With `sim`, every output says it is simulated: it measures the machinery, not the method.
 """
@@ -47,12 +48,15 @@ from _paper_plan import (
     read_summary,
 )
 from _paper_report import SIM_BANNER, Run, by_suite, write_figures, write_tables
+from _paper_shapes import cross_model
 
 from ttc.adapters import SimProvider
 from ttc.engine import METHODS, PRESETS, ConfigError, DataError, Item, Sampling, items_sha256
 from ttc.engine.cli import SuiteSpec, parse_limit, suite_and_items
 
 SUITES = ("reasoning_gym", "math500", "minerva", "gpqa", "livecodebench")
+# Named with --suites only: the failure-mode test set of Table 7 (LiveCodeBench, MATH-500, GPQA).
+EXTRA_SUITES = ("mixed",)
 # With `sim`: questions per suite by default (the first N; Reasoning Gym interleaves its tasks).
 SIM_LIMITS: dict[str, int | None] = {
     "reasoning_gym": 100,
@@ -60,6 +64,7 @@ SIM_LIMITS: dict[str, int | None] = {
     "minerva": 40,
     "gpqa": 100,
     "livecodebench": 40,  # the whole fixture (7); of the Hub's window, 40: each answer is run
+    "mixed": None,  # 60 questions (47 with the LiveCodeBench fixture)
 }
 PAPER_SAMPLING = {"temperature": 0.3, "top_p": 0.9, "top_k": 40}
 MAX_TOKENS = {"gemini": 65_536, "openai": 32_768}
@@ -91,13 +96,17 @@ def build_parser() -> argparse.ArgumentParser:
         prog="benchmarks/paper.py", description=(__doc__ or "").splitlines()[0]
     )
     p.add_argument("--out", type=Path, required=True, help="the grid's directory (re-run: resume)")
-    p.add_argument("--suites", default=",".join(SUITES), help=f"comma list of {', '.join(SUITES)}")
+    p.add_argument("--suites", default=",".join(SUITES), help=f"comma list of {', '.join(SUITES)}"
+                   f" (default: all five), or {', '.join(EXTRA_SUITES)}")  # fmt: skip
     p.add_argument(
         "--methods",
         default=",".join(METHODS),
         help=f"comma list of {', '.join(PRESETS)}, or `all` (default: the main four)",
     )
     p.add_argument("--seeds", default="0,1", help="comma list of run seeds (the paper: 4 seeds)")
+    p.add_argument("--cross-model", default="", metavar="DIR,...",
+                   help="other grids' --out (other models): Figure 1's table averages over "
+                   "them too")  # fmt: skip
     g = p.add_argument_group("test sets")
     g.add_argument("--limit", help="first N questions of every suite, or `all` (default: all; "
                    "with sim: 100 per suite)")  # fmt: skip
@@ -154,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--sim-ability", type=float, default=0.0)
     g.add_argument("--sim-thinking", type=float, default=0.0)
     g.add_argument("--sim-latency", type=float, default=0.0)
+    g.add_argument("--sim-icl-gain", type=float, default=1.0, help="0: demonstrations never help")
     return p
 
 
@@ -202,16 +212,18 @@ def _seeds(text: str) -> tuple[int, ...]:
 def _limits(text: str | None, provider: str) -> dict[str, int | None]:
     """--limit per suite: the sim's small defaults, every question, or the first N."""
     if text is None:
-        return dict(SIM_LIMITS) if provider == "sim" else dict.fromkeys(SUITES)
+        return dict(SIM_LIMITS) if provider == "sim" else dict.fromkeys((*SUITES, *EXTRA_SUITES))
     try:
-        return dict.fromkeys(SUITES, parse_limit(text))  # as `ttc run --limit` reads it
+        return dict.fromkeys(
+            (*SUITES, *EXTRA_SUITES), parse_limit(text)
+        )  # as `ttc run --limit` reads it
     except argparse.ArgumentTypeError as exc:
         raise ConfigError(f"--limit: {exc}") from None
 
 
 def options_from(args: argparse.Namespace, argv: Sequence[str]) -> GridOptions:
     """The grid's options from its flags; every method's settings checked before anything runs."""
-    suites = _names(args.suites, "--suites", SUITES, "suite")
+    suites = _names(args.suites, "--suites", (*SUITES, *EXTRA_SUITES), "suite")
     methods = _names(args.methods, "--methods", PRESETS, "method")
     if not suites or not methods:
         raise ConfigError("--suites and --methods: name at least one of each")
@@ -265,9 +277,12 @@ def options_from(args: argparse.Namespace, argv: Sequence[str]) -> GridOptions:
         sim_ability=args.sim_ability,
         sim_thinking=args.sim_thinking,
         sim_latency=args.sim_latency,
+        sim_icl_gain=args.sim_icl_gain,
         cache=cache,
+        cross=tuple(Path(d) for d in _list(args.cross_model)),
         argv=tuple(argv),
     )
+    cross_model(opts.cross)  # another grid's results.json is read before anything runs
     for method in methods:  # every method's settings are checked before anything runs
         opts.config(method, seeds[0], 1)
     return opts
@@ -291,7 +306,7 @@ def report(opts: GridOptions, outcomes: Sequence[Outcome]) -> dict[str, Any]:
         if opts.match_to != "none"
     }
     suites = by_suite(runs, opts.methods)
-    md, js = write_tables(suites, opts.methods, header, opts.out)
+    md, js = write_tables(suites, opts.methods, header, opts.out, cross_model(opts.cross))
     figures = write_figures(suites, opts.out, header, labels, opts.methods)
     return {"results_md": str(md), "results_json": str(js), "figures": figures}
 
@@ -301,9 +316,14 @@ def fixture_names(outcomes: Sequence[Outcome]) -> dict[str, str]:
     their config.json's test-set checksum says: tables and figures call them a fixture."""
     names: dict[str, str] = {}
     for o in outcomes:
-        if o.suite != "livecodebench" or o.status == "skipped" or o.suite in names:
+        if o.suite not in ("livecodebench", "mixed") or o.status == "skipped" or o.suite in names:
             continue
         config = orjson.loads((o.path / "config.json").read_bytes())
+        if o.suite == "mixed":
+            lcb = config.get("invocation", {}).get("data", {}).get("sources", {})
+            if lcb.get("livecodebench", {}).get("file") == str(LCB_FIXTURE):
+                names[o.suite] = "Mixed (LiveCodeBench fixture, MATH-500, GPQA)"
+            continue
         n = int(config.get("items", 0))
         if config.get("items_sha256") == items_sha256(_fixture_items()[:n]):
             names[o.suite] = f"livecodebench fixture ({n} problems)"
@@ -324,6 +344,7 @@ def header_of(opts: GridOptions, runs: Sequence[Run]) -> dict[str, Any]:
         "model": str(runs[0].summary.get("model", opts.model)).split("@")[0],
         "seeds": list(opts.seeds),
         "rounds": opts.rounds,
+        "k": opts.k,
         "decoding": dataclasses.asdict(opts.sampling),
         "matched": (
             f"unif and da match {opts.match_to}'s output tokens" if opts.match_to != "none" else ""

@@ -24,6 +24,7 @@ from ttc.adapters.suites import (
     GPQASuite,
     LiveCodeBenchSuite,
     MathSuite,
+    MixedSuite,
     ReasoningGymSuite,
     extract_last_boxed,
 )
@@ -324,6 +325,31 @@ class GenericAnswers:
         return [f"{ref} (x)", *near, "no answer", "0", ""]
 
 
+class MixedAnswers:
+    """A mixed suite's answers: each item answered by its own source's answers. Without filler
+    prose, which a program (LiveCodeBench) cannot have."""
+
+    sim_prose = False
+
+    def __init__(self, suite: MixedSuite) -> None:
+        self.suite = suite
+        self.by_source = {name: answers_for(sub) for name, sub in suite.suites.items()}
+
+    def _of(self, item: Item) -> tuple[SimAnswers, Item]:
+        _, inner = self.suite.source_of(item)
+        return self.by_source[str(item.meta["source"])], inner
+
+    def sim_response(self, item: Item, correct: bool, seed: int) -> str:
+        """The source's answer to the item, right iff `correct`."""
+        answers, inner = self._of(item)
+        return answers.sim_response(inner, correct, seed)
+
+    def sim_is_correct(self, item: Item, response: str) -> bool:
+        """The source's cheap check."""
+        answers, inner = self._of(item)
+        return answers.sim_is_correct(inner, response)
+
+
 def _format_number(value: Fraction) -> str:
     return str(value.numerator) if value.denominator == 1 else repr(float(value))
 
@@ -335,4 +361,5 @@ _BY_SUITE: dict[type, Callable[[Any], SimAnswers]] = {
     GPQASuite: GPQAAnswers,
     GenericSuite: GenericAnswers,
     LiveCodeBenchSuite: CodeAnswers,
+    MixedSuite: MixedAnswers,
 }

@@ -5,14 +5,18 @@ retrieval) without an API key. It measures the machinery, never the method: its 
 a hand-written assumption that similar correct demonstrations help, so no result obtained with it
 says anything about whether evolving in-context demonstrations work.
 
-Success model, per request: a question has a latent difficulty d; the base logit is
-`ability - d`; each demonstration adds an effect (similar correct demos help, dissimilar ones hurt
-slightly, wrong ones hurt; a demonstration from outside the test set, such as a fixed few-shot
-example, counts as correct, its similarity read from its question); the logit moves by the mean
-effect; a set temperature T scales it by (0.3 / T) ** temperature_sensitivity (0.3: the paper's
-default; hotter sampling pulls every question towards even odds); each sample succeeds with
-probability sigmoid(logit). A sample's text is filler reasoning prose and the suite's final answer
-in its real format, correct or plausibly wrong, so the real verifiers judge it.
+Success model, per request: a question has a latent difficulty d and a hidden skill cluster,
+both the simulator's own (`_latent`: the cluster comes from the data's structure, such as the
+task or subject, never from an embedder); the base logit is `ability - d`; each demonstration
+adds an effect: a correct one from the question's own cluster adds `icl_gain`, one from another
+cluster costs `dissimilar_penalty` (off-topic context), a wrong one costs `wrong_demo_penalty`
+more, and a demonstration from outside the test set (a fixed few-shot example) belongs to no
+cluster and adds nothing; the logit moves by the mean effect; a set temperature T scales it by
+(0.3 / T) ** temperature_sensitivity (0.3: the paper's default; hotter sampling pulls every
+question towards even odds); each sample succeeds with probability sigmoid(logit). Its length is
+lognormal around the question's own typical length, longer when it fails. A sample's text is
+filler reasoning prose and the suite's final answer in its real format, correct or plausibly
+wrong, so the real verifiers judge it.
 
 Two role stand-ins answer the engine's real role prompts: `SimJudge` (a reward model: a rubric
 score correlated with whether the response is right, by the suite's `SimAnswers`, plus noise) and
@@ -28,20 +32,19 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from statistics import NormalDist
 
 import numpy as np
 import numpy.random  # loaded with the module, not on the first call (150 ms on the loop)
 
 from ttc.adapters.sim._answers import answers_for
+from ttc.adapters.sim._latent import Latents
 from ttc.adapters.sim._prose import prose, stable_hash
 from ttc.engine import (
     BadRequest,
     Completion,
     ConfigError,
-    FloatArray,
+    Demo,
     Item,
-    LexicalEmbedder,
     Provider,
     Request,
     Suite,
@@ -61,13 +64,19 @@ class SimConfig:
     seed: base seed of every draw; the same seed and request give the same completion.
     ability: the model's logit offset; higher solves more questions.
     difficulty_mean, difficulty_std: each question's latent difficulty d ~ Normal(mean, std),
-        drawn deterministically from (seed, item id); the base logit is ability - d.
-    icl_gain: the logit gain of a correct demonstration of similarity 1.
-    similarity_floor: in (0, 1); a correct demo helps only above it, any demo hurts below it.
-    dissimilar_penalty: the logit cost of a demo of similarity 0 (linear up to the floor).
+        drawn deterministically from (seed, item id) and its cluster.
+    cluster_difficulty_share: the share of d's variance that is its cluster's (in [0, 1)).
+    fallback_cluster_size: questions per seeded cluster, for items whose data names no skill.
+    icl_gain: the logit gain of a correct demonstration from the question's hidden cluster
+        (0: demonstrations never help).
+    dissimilar_penalty: the logit cost of a demonstration from another cluster.
     wrong_demo_penalty: the logit cost of a demonstration whose answer is wrong.
-    mean_output_tokens, output_tokens_sigma: each sample's output length is lognormal with this
-        mean and log-scale sigma.
+    mean_output_tokens: the mean output length of a solved response to a question of average
+        difficulty; output_tokens_sigma: the log-scale sigma of one response's length around its
+        question's typical length.
+    length_difficulty: log-length per standard deviation of difficulty (harder: longer).
+    question_length_sigma: the log-scale sigma of a question's own typical length.
+    failure_length_ratio: how much longer a failed response is than a solved one (>= 1).
     thinking_ratio: thinking tokens reported per output token (0: a non-thinking model).
     temperature_sensitivity: how much a set temperature T moves the logit: it is scaled by
         (0.3 / T) ** temperature_sensitivity; no temperature (the provider default) leaves it.
@@ -80,12 +89,16 @@ class SimConfig:
     ability: float = 0.0
     difficulty_mean: float = 0.5
     difficulty_std: float = 1.5
-    icl_gain: float = 3.0
-    similarity_floor: float = 0.3
+    cluster_difficulty_share: float = 0.3
+    fallback_cluster_size: float = 20.0
+    icl_gain: float = 1.0
     dissimilar_penalty: float = 0.3
     wrong_demo_penalty: float = 0.5
-    mean_output_tokens: float = 350.0
-    output_tokens_sigma: float = 0.5
+    mean_output_tokens: float = 300.0
+    output_tokens_sigma: float = 0.35
+    length_difficulty: float = 0.25
+    question_length_sigma: float = 0.3
+    failure_length_ratio: float = 1.6
     thinking_ratio: float = 0.0
     latency_s: float = 0.0
     latency_sigma: float = 0.8
@@ -100,27 +113,35 @@ class SimConfig:
                     raise ConfigError(f"sim.seed: must be an integer, got {value!r}")
             elif not isinstance(value, int | float) or not math.isfinite(value):
                 raise ConfigError(f"sim.{f.name}: must be a finite number, got {value!r}")
-        nonnegative = (
-            "difficulty_std icl_gain dissimilar_penalty wrong_demo_penalty output_tokens_sigma "
-            "thinking_ratio latency_s latency_sigma temperature_sensitivity"
-        )
-        for name in nonnegative.split():
-            if getattr(self, name) < 0:
-                raise ConfigError(f"sim.{name}: must be >= 0, got {getattr(self, name)}")
-        for name in ("mean_output_tokens", "chars_per_token"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"sim.{name}: must be > 0, got {getattr(self, name)}")
-        if not 0 < self.similarity_floor < 1:
+        # name -> (the lowest value allowed, whether it is allowed itself)
+        bounds = dict.fromkeys(_NONNEGATIVE.split(), (0.0, True))
+        bounds |= dict.fromkeys(_POSITIVE.split(), (0.0, False))
+        bounds["failure_length_ratio"] = (1.0, True)
+        for name, (low, inclusive) in bounds.items():
+            value = getattr(self, name)
+            if value < low or (value == low and not inclusive):
+                sign = ">=" if inclusive else ">"
+                raise ConfigError(f"sim.{name}: must be {sign} {low:g}, got {value}")
+        if not 0 <= self.cluster_difficulty_share < 1:
             raise ConfigError(
-                f"sim.similarity_floor: must be in (0, 1), got {self.similarity_floor}"
+                "sim.cluster_difficulty_share: must be in [0, 1), got "
+                f"{self.cluster_difficulty_share}"
             )
+
+
+_NONNEGATIVE = (
+    "difficulty_std icl_gain dissimilar_penalty wrong_demo_penalty output_tokens_sigma "
+    "thinking_ratio latency_s latency_sigma temperature_sensitivity length_difficulty "
+    "question_length_sigma"
+)
+_POSITIVE = "mean_output_tokens chars_per_token fallback_cluster_size"
 
 
 class SimProvider(Provider):
     """An offline stand-in for an LLM that answers in the suite's real format (see module doc)."""
 
     name = "sim"
-    model = "sim-1"
+    model = "sim-2"
     # Reports built from this provider's numbers say they are simulated.
     simulated = True
 
@@ -135,17 +156,13 @@ class SimProvider(Provider):
         knobs.pop("latency_s")
         knobs.pop("latency_sigma")
         digest = hashlib.blake2b(repr(sorted(knobs.items())).encode(), digest_size=4).hexdigest()
-        self.model = f"sim-1@{digest}"
+        self.model = f"sim-2@{digest}"
         self._items = {item.id: item for item in items}
-        # The simulator's own notion of similarity (not the engine's embedder).
-        self._embedder = LexicalEmbedder()
-        self._vectors: dict[str, FloatArray] = {}
-        self._difficulty: dict[str, float] = {}
-        self._normal = NormalDist(config.difficulty_mean, config.difficulty_std)
+        # The simulator's own hidden clusters, difficulties and lengths (not the engine's embedder).
+        self.latents = Latents(items, config)
         self.answers = answers_for(suite)
         self._prose_on = self.answers.sim_prose
         cfg = config
-        self._length_mu = math.log(cfg.mean_output_tokens) - cfg.output_tokens_sigma**2 / 2
         self._latency_mu = math.log(cfg.latency_s) if cfg.latency_s > 0 else 0.0
 
     def _item(self, item_id: str) -> Item:
@@ -154,24 +171,26 @@ class SimProvider(Provider):
         except KeyError:
             raise BadRequest(f"sim: unknown item id {item_id!r}") from None
 
-    def _vector(self, item: Item) -> FloatArray:
-        # A demonstration from outside the test set is known by its question, not its id.
-        key = item.id if item.id in self._items else f"\x00{item.question}"
-        vec = self._vectors.get(key)
-        if vec is None:
-            vec = self._vectors[key] = self._embedder.embed([item.question])[0]
-        return vec
-
     def difficulty(self, item_id: str) -> float:
-        """The latent difficulty of an item: a deterministic draw from (seed, item id)."""
-        d = self._difficulty.get(item_id)
-        if d is None and self.config.difficulty_std == 0:
-            d = self._difficulty[item_id] = self.config.difficulty_mean
-        elif d is None:
-            # Inverse CDF of a hashed uniform: cheap, and independent of the order of requests.
-            u = (stable_hash(self.config.seed, "difficulty", item_id) + 0.5) / 2.0**64
-            d = self._difficulty[item_id] = self._normal.inv_cdf(u)
-        return d
+        """The latent difficulty of an item: a deterministic draw from (seed, item id, cluster)."""
+        return self.latents.difficulty(self._item(item_id).id)
+
+    def cluster(self, item_id: str) -> str:
+        """The item's hidden skill cluster (see `_latent`)."""
+        return self.latents.cluster(self._item(item_id).id)
+
+    def demo_effect(self, target: Item, demo: Demo) -> float:
+        """The logit effect of one demonstration on `target` (see the module doc)."""
+        cfg = self.config
+        demo_item = self._items.get(demo.item_id)
+        if demo_item is None:  # from outside the test set: a curated example in no cluster
+            return 0.0
+        correct = self.answers.sim_is_correct(demo_item, demo.response)
+        same = self.latents.cluster(demo_item.id) == self.latents.cluster(target.id)
+        effect = 0.0 if same else -cfg.dissimilar_penalty
+        if not correct:
+            return effect - cfg.wrong_demo_penalty
+        return effect + (cfg.icl_gain if same else 0.0)
 
     def success_probability(self, request: Request) -> float:
         """The probability that one sample of `request` is correct."""
@@ -179,23 +198,7 @@ class SimProvider(Provider):
         target = self._item(request.item_id)
         logit = cfg.ability - self.difficulty(target.id)
         if request.demos:
-            floor = cfg.similarity_floor
-            effects = []
-            for demo in request.demos:
-                demo_item = self._items.get(demo.item_id)
-                if demo_item is None:  # from outside the test set: a curated, correct example
-                    demo_item = Item(demo.item_id, demo.question, "")
-                    correct = True
-                else:
-                    correct = self.answers.sim_is_correct(demo_item, demo.response)
-                s = float(self._vector(demo_item) @ self._vector(target))
-                effect = -cfg.dissimilar_penalty * max(0.0, floor - s) / floor
-                if correct:
-                    effect += cfg.icl_gain * max(0.0, s - floor) / (1.0 - floor)
-                else:
-                    effect -= cfg.wrong_demo_penalty
-                effects.append(effect)
-            logit += sum(effects) / len(effects)
+            logit += sum(self.demo_effect(target, d) for d in request.demos) / len(request.demos)
         temperature = request.sampling.temperature
         if temperature is not None:
             logit *= (REFERENCE_TEMPERATURE / max(temperature, 0.05)) ** cfg.temperature_sensitivity
@@ -219,7 +222,8 @@ class SimProvider(Provider):
         output_tokens = 0
         for _ in range(request.n):
             success = bool(rng.random() < p)
-            tokens = max(1, round(float(rng.lognormal(self._length_mu, cfg.output_tokens_sigma))))
+            mu = self.latents.length_mu(item.id, success)
+            tokens = max(1, round(float(rng.lognormal(mu, cfg.output_tokens_sigma))))
             answer_seed = int(rng.integers(0, 2**31))
             answer = self.answers.sim_response(item, success, answer_seed)
             if max_tokens is not None and tokens > max_tokens:

@@ -8,6 +8,7 @@ from ttc.adapters.suites._gpqa import GPQASuite
 from ttc.adapters.suites._hub import HUB, LCB_REPO, HubDataset, HubUnavailable
 from ttc.adapters.suites._livecodebench import LiveCodeBenchSuite
 from ttc.adapters.suites._math import MathSuite
+from ttc.adapters.suites._mixed import MIXED_SOURCES, MixedSuite
 from ttc.adapters.suites._reasoning_gym import ReasoningGymSuite
 from ttc.adapters.suites._records import Table
 from ttc.adapters.suites._suites import SUITES, SuiteOptions, data_source, make_suite
@@ -15,6 +16,7 @@ from ttc.adapters.suites._suites import SUITES, SuiteOptions, data_source, make_
 __all__ = [
     "HUB",
     "LCB_REPO",
+    "MIXED_SOURCES",
     "SUITES",
     "GPQASuite",
     "GenericConfig",
@@ -23,6 +25,7 @@ __all__ = [
     "HubUnavailable",
     "LiveCodeBenchSuite",
     "MathSuite",
+    "MixedSuite",
     "ReasoningGymSuite",
     "SuiteOptions",
     "Table",

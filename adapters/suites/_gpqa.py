@@ -116,11 +116,11 @@ class GPQASuite(TemplatedSuite):
             order = _option_order(self.seed, item_id)
             letter = LETTERS[order.index(OPTION_FIELDS[0])]
             options = "\n".join(f"{x}) {texts[f]}" for x, f in zip(LETTERS, order, strict=True))
-            items.append(
-                Item(
-                    item_id, f"{question}\n\n{options}", letter, {"letter": letter, "order": order}
-                )
-            )
+            meta: dict[str, Any] = {"letter": letter, "order": order}
+            subdomain = record.get("Subdomain")  # the simulator's hidden skill cluster
+            if isinstance(subdomain, str) and subdomain.strip():
+                meta["subdomain"] = subdomain.strip()
+            items.append(Item(item_id, f"{question}\n\n{options}", letter, meta))
         if not items:
             raise DataError(f"{where}: no records")
         return items

@@ -108,7 +108,10 @@ def data_source(suite: Suite) -> dict[str, Any] | None:
     from ttc.adapters.suites._gpqa import GPQASuite
     from ttc.adapters.suites._livecodebench import LiveCodeBenchSuite
     from ttc.adapters.suites._math import MathSuite
+    from ttc.adapters.suites._mixed import MixedSuite
 
+    if isinstance(suite, MixedSuite):
+        return {"sources": dict(suite.source)}
     if isinstance(suite, GenericSuite):
         return {"file": str(suite.path)}
     if isinstance(suite, MathSuite | GPQASuite | LiveCodeBenchSuite):

@@ -147,6 +147,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         ("--sim-thinking", natural_float, "thinking tokens per output token"),
     ):
         g.add_argument(flag, type=kind, default=0.0, help=what)
+    g.add_argument("--sim-icl-gain", type=natural_float, default=1.0, help="logit gain of a "
+                   "correct demo of the question's hidden skill cluster (0: none)")  # fmt: skip
     _add_method_flags(p)
     g = p.add_argument_group("budget, cost and cache")
     g.add_argument(

@@ -86,6 +86,7 @@ class ProviderSpec:
     sim_ability: float = 0.0
     sim_latency: float = 0.0
     sim_thinking: float = 0.0
+    sim_icl_gain: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +173,7 @@ class RunSpec:
                 sim_ability=args.sim_ability,
                 sim_latency=args.sim_latency,
                 sim_thinking=args.sim_thinking,
+                sim_icl_gain=args.sim_icl_gain,
             ),
             method=method,
             rounds=args.rounds,

@@ -143,6 +143,7 @@ def provider_from(spec: ProviderSpec, seed: int, suite: Suite, items: Sequence[I
             ability=spec.sim_ability,
             latency_s=spec.sim_latency,
             thinking_ratio=spec.sim_thinking,
+            icl_gain=spec.sim_icl_gain,
         )
         return SimProvider(suite, items, cfg)
     with key_named(f"--provider {spec.kind}"):

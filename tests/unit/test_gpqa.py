@@ -270,7 +270,8 @@ def test_options_are_rendered_after_the_question(tmp_path: Path) -> None:
     assert re.fullmatch(
         r"(?s).*\?\n\nA\) [^\n]+\nB\) [^\n]+\nC\) [^\n]+\nD\) [^\n]+", item.question
     )
-    assert item.meta == {"letter": item.reference, "order": item.meta["order"]}
+    order = item.meta["order"]
+    assert item.meta == {"letter": item.reference, "order": order, "subdomain": "Made-up"}
     assert item.meta["order"][LETTERS.index(item.reference)] == "Correct Answer"
 
 

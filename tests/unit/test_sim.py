@@ -181,7 +181,7 @@ async def test_usage(suite: ReasoningGymSuite, items: list[Item]) -> None:
         assert usage.thinking_tokens == round(0.5 * usage.output_tokens)
         assert len(completion.texts) == 4
         assert completion.finish_reasons == ("stop",) * 4
-        assert completion.model.startswith("sim-1@")
+        assert completion.model.startswith("sim-2@")
         chars = sum(len(t) for t in completion.texts)
         assert 0.5 < chars / (4.0 * usage.output_tokens) < 1.5  # prose sized to the token count
     assert long.usage.input_tokens > short.usage.input_tokens
@@ -192,7 +192,8 @@ async def test_usage(suite: ReasoningGymSuite, items: list[Item]) -> None:
         for i in items
         for s in SEEDS
     ]
-    assert 250 < statistics.fmean(lengths) < 450  # lognormal around mean_output_tokens=350
+    # lognormal around each question's length (mean_output_tokens=300 when solved, x1.6 failed)
+    assert 250 < statistics.fmean(lengths) < 500
 
 
 async def test_latency_knob(
@@ -224,14 +225,13 @@ async def test_unknown_items_and_truncation(suite: ReasoningGymSuite, items: lis
     sim = SimProvider(suite, items)
     with pytest.raises(BadRequest, match="unknown item"):
         await sim.generate(Request(messages=(Message("user", "hi"),), item_id="nope/0"))
-    # A demonstration from outside the test set (a fixed few-shot example) counts as correct,
-    # its similarity read from its question: the target's own question helps, an unrelated one
-    # does not.
+    # A demonstration from outside the test set (a fixed few-shot example) belongs to no hidden
+    # cluster: it neither helps nor hurts, whatever its question says.
     bare = sim.success_probability(_request(suite, items[0], []))
     same = Demo("fewshot/1", items[0].question, "\\boxed{1}")
     other = Demo("fewshot/1", "zebra quilt kettle", "\\boxed{1}")
-    assert sim.success_probability(_request(suite, items[0], [same])) > bare
-    assert sim.success_probability(_request(suite, items[0], [other])) <= bare
+    assert sim.success_probability(_request(suite, items[0], [same])) == bare
+    assert sim.success_probability(_request(suite, items[0], [other])) == bare
     request = Request(
         messages=(Message("user", "hi"),),
         sampling=Sampling(seed=0, max_output_tokens=5),
@@ -248,8 +248,12 @@ async def test_unknown_items_and_truncation(suite: ReasoningGymSuite, items: lis
     [
         ("difficulty_std", -1.0),
         ("icl_gain", -0.1),
-        ("similarity_floor", 0.0),
-        ("similarity_floor", 1.0),
+        ("cluster_difficulty_share", 1.0),
+        ("cluster_difficulty_share", -0.1),
+        ("fallback_cluster_size", 0.0),
+        ("failure_length_ratio", 0.9),
+        ("question_length_sigma", -0.1),
+        ("length_difficulty", -0.1),
         ("dissimilar_penalty", -1.0),
         ("wrong_demo_penalty", -1.0),
         ("mean_output_tokens", 0.0),

@@ -1,0 +1,134 @@
+"""`benchmarks/paper.py`'s results.md and results.json: final-round coverage, accuracy and tokens
+per suite and method (the paper's Figure 8 as a table), adpt's gains (Tables 5-6), then every other
+table of the paper in its own shape (`_paper_shapes`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+from _paper_shapes import (
+    accuracy_table,
+    figure1_average,
+    figure1_row,
+    figure1_table,
+    own_means,
+    paper_name,
+    per_round_coverage,
+    samples_table,
+    tokens_table,
+)
+from _paper_stats import SIM_BANNER, MethodStats, Stat, gains, suite_name
+
+# Tables 5-6 name the methods adpt is compared with by a letter.
+GAIN_LETTERS = {"unif": "U", "elim": "E", "rand": "R"}
+
+
+def figure1_rows(
+    suites: Mapping[str, list[MethodStats]],
+    header: Mapping[str, Any],
+    cross: Sequence[Mapping[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """Figure 1's rows: this grid's model first, then the other grids'."""
+    mine = {"model": f"{header['provider']} / {header['model']}", "dir": "this grid"}
+    return [{**mine, **figure1_row(own_means(suites))}, *(dict(row) for row in cross)]
+
+
+def table_json(
+    suites: Mapping[str, list[MethodStats]],
+    header: Mapping[str, Any],
+    cross: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    rows = figure1_rows(suites, header, cross)
+    return {
+        **header,
+        "std": "sample standard deviation over seeds (n - 1); null for one seed",
+        "suites": {
+            suite: {
+                "methods": {m.method: m.json() for m in stats},
+                "adpt_gain_points": {k: v.json() for k, v in gains(stats).items()},
+            }
+            for suite, stats in suites.items()
+        },
+        "figure1": {"models": rows, "average": figure1_average(rows)},
+    }
+
+
+def _spread(header: Mapping[str, Any]) -> str:
+    if len(header["seeds"]) == 1:
+        return f"1 seed ({header['seeds'][0]}), so no spread"
+    return "mean ± std over seeds (sample std; a cell marked 1 seed has no spread)"
+
+
+def table_markdown(
+    suites: Mapping[str, list[MethodStats]],
+    methods: Sequence[str],
+    header: Mapping[str, Any],
+    cross: Sequence[Mapping[str, Any]] = (),
+) -> str:
+    title = "# Final-round coverage and accuracy"
+    if header.get("simulated"):
+        title += f": {SIM_BANNER}"
+    lines = [title, ""]
+    lines.append(
+        f"{header['provider']} / {header['model']}; seeds {header['seeds']}; "
+        f"R = {header['rounds']}; {_spread(header)}; coverage and accuracy in %, gains in points."
+    )
+    if header.get("matched"):
+        lines.append(f"Matched budgets: {header['matched']}.")
+    shown = [m for m in methods if any(s.method == m for st in suites.values() for s in st)]
+    # With one seed in the whole grid the line above says so once; no cell repeats it.
+    one_seed = len(header["seeds"]) == 1
+
+    def text(stat: Stat, digits: int = 1) -> str:
+        return f"{stat.mean:.{digits}f}" if one_seed else stat.text(digits)
+
+    def block(name: str, cell: Any) -> None:
+        lines.extend(["", f"## {name}", ""])
+        lines.append("| suite | " + " | ".join(shown) + " |")
+        lines.append("| --- |" + " --- |" * len(shown))
+        for suite, stats in suites.items():
+            found = {s.method: s for s in stats}
+            row = [cell(found[m]) if m in found else "-" for m in shown]
+            lines.append(f"| {suite_name(suite, header)} | " + " | ".join(row) + " |")
+
+    block("Final-round coverage (%): the paper's Figure 8", lambda s: text(s.final("coverage")))
+    block("Final-round accuracy (%)", lambda s: text(s.final("accuracy")))
+    block("Output tokens per run (mean)", lambda s: f"{s.total('output_tokens').mean:,.0f}")
+    others = [m for m in shown if m != "adpt"]
+    if "adpt" in shown and others:
+        lines.extend(["", "## Coverage improvement of adpt (points): the paper's Tables 5–6", ""])
+        lines.append(
+            "Final-round coverage of Ours (Adpt) minus each method's, paired by seed; "
+            "U/E/R = Uniform/Elimination/Random."
+        )
+        lines.append("")
+        heads = [GAIN_LETTERS.get(m, m) for m in others]
+        lines.append("| Benchmark | " + " | ".join(heads) + " |")
+        lines.append("| --- |" + " --- |" * len(others))
+        for suite, stats in suites.items():
+            g = gains(stats)
+            row = [text(g[m], 2) if m in g else "-" for m in others]
+            lines.append(f"| {paper_name(suite, header)} | " + " | ".join(row) + " |")
+    lines += per_round_coverage(suites, header)
+    lines += samples_table(suites, header)
+    lines += tokens_table(suites, header)
+    lines += accuracy_table(suites, header)
+    rows = figure1_rows(suites, header, cross)
+    lines += figure1_table(rows, bool(header.get("simulated")))
+    return "\n".join(lines) + "\n"
+
+
+def write_tables(
+    suites: Mapping[str, list[MethodStats]],
+    methods: Sequence[str],
+    header: Mapping[str, Any],
+    out: Path,
+    cross: Sequence[Mapping[str, Any]] = (),
+) -> tuple[Path, Path]:
+    md, js = out / "results.md", out / "results.json"
+    md.write_text(table_markdown(suites, methods, header, cross), encoding="utf-8")
+    js.write_bytes(orjson.dumps(table_json(suites, header, cross), option=orjson.OPT_INDENT_2))
+    return md, js
