@@ -1,9 +1,7 @@
 """The `ttc` command line's flags: one parser, its sub-commands and their typed values.
 
-A bad value is one line naming the flag (`Parser`), never a usage dump; numbers are checked
-for range (NaN included) as they are parsed, by the typed values of `_usage`. Every option's help
-shows its default (`DefaultsHelp`).
-"""
+A bad value is one line naming the flag (`Parser`), never a usage dump; numbers are checked for
+range (NaN included) as `_usage`'s typed values parse them; every help shows its default."""
 
 from __future__ import annotations
 
@@ -141,14 +139,15 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         help=f"OpenAI reasoning models: verbosity {api}",
     )
     g = p.add_argument_group("sim provider (offline; measures the machinery, not the method)")
-    for flag, kind, what in (
-        ("--sim-latency", natural_float, "median latency in seconds (default: 0, no waiting)"),
-        ("--sim-ability", number(float, -math.inf), "logit offset of success (higher solves more)"),
-        ("--sim-thinking", natural_float, "thinking tokens per output token"),
-    ):
-        g.add_argument(flag, type=kind, default=0.0, help=what)
-    g.add_argument("--sim-icl-gain", type=natural_float, default=1.0, help="logit gain of a "
-                   "correct demo of the question's hidden skill cluster (0: none)")  # fmt: skip
+    latency, ability = "median latency in seconds (default: 0, no waiting)", "logit offset of "
+    for flag, kind, default, what in (
+        ("--sim-latency", natural_float, 0.0, latency),
+        ("--sim-ability", number(float, -math.inf), 0.0, ability + "success (higher solves more)"),
+        ("--sim-thinking", natural_float, 0.0, "thinking tokens per output token"),
+        ("--sim-icl-gain", natural_float, 1.0, "logit gain of a correct demo of the question's "
+         "hidden skill cluster (0: none)"),
+    ):  # fmt: skip
+        g.add_argument(flag, type=kind, default=default, help=what)
     _add_method_flags(p)
     g = p.add_argument_group("budget, cost and cache")
     g.add_argument(
