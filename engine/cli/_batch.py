@@ -30,7 +30,7 @@ from ttc.engine.cli._batchsend import (
     run_batch,
 )
 from ttc.engine.cli._metrics import add_metrics, metrics_served
-from ttc.engine.cli._parser import add_max_response_bytes
+from ttc.engine.cli._provider_flags import add_max_response_bytes
 from ttc.engine.cli._usage import natural_float, positive_float, positive_int, ttc_command
 
 EXIT_INTERRUPTED = 130  # as `ttc run`

@@ -6,14 +6,14 @@ range (NaN included) as `_usage`'s typed values parse them; every help shows its
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from ttc import __version__
 from ttc.engine import JUDGES, NEIGHBOUR_MODES, PRESETS
 from ttc.engine._config import POOLS
 from ttc.engine.cli._metrics import add_metrics
-from ttc.engine.cli._spec import PROTOCOLS, PROVIDERS, SUITES
+from ttc.engine.cli._provider_flags import add_provider_flags
+from ttc.engine.cli._spec import PROTOCOLS, SUITES
 from ttc.engine.cli._usage import (
     Parser,
     RawDescriptionHelp,
@@ -95,59 +95,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         "gemini[:MODEL]",
     )
     g.add_argument("--embed-base-url", help="base URL of the openai/gemini embedder's API")
-    g = p.add_argument_group("provider and limits")
-    g.add_argument(
-        "--provider",
-        choices=PROVIDERS,
-        default="sim",
-        help="sim (offline); openai (and any OpenAI-compatible server); gemini",
-    )
-    g.add_argument("--model", help="model name (required with openai and gemini)")
-    g.add_argument(
-        "--base-url",
-        help="API base URL, e.g. http://127.0.0.1:8000/v1 for vLLM or `ttc serve` (default: the "
-        "vendor's API)",
-    )
-    g.add_argument(
-        "--api-key-env",
-        help="the NAME of the environment variable holding the API key (default: OPENAI_API_KEY; "
-        "gemini: GEMINI_API_KEY or GOOGLE_API_KEY)",
-    )
-    g.add_argument("--concurrency", type=positive_int, default=64, help="requests in flight")
-    g.add_argument("--rpm", type=positive_float, help="requests per minute (default: unlimited)")
-    g.add_argument("--tpm", type=positive_float, help="tokens per minute (default: unlimited)")
-    g.add_argument("--timeout", type=positive_float, default=300.0, help="seconds per attempt")
-    g.add_argument("--max-attempts", type=positive_int, default=6, help="attempts per sample")
-    add_max_response_bytes(g)
-    add_workers(g)
-    api = "(default: the API's own)"
-    g.add_argument("--temperature", type=natural_float, help=f"sampling temperature {api}")
-    g.add_argument("--top-p", type=share, help=f"nucleus top_p, in (0, 1] {api}")
-    g.add_argument("--top-k", type=positive_int, help=f"top_k {api}")
-    g.add_argument("--max-tokens", type=positive_int, help=f"output tokens per request {api}")
-    g.add_argument(
-        "--thinking-budget", type=natural_int, help=f"Gemini: thinking tokens per request {api}"
-    )
-    g.add_argument(
-        "--reasoning-effort",
-        choices=("minimal", "low", "medium", "high"),
-        help=f"OpenAI reasoning models: reasoning_effort {api}",
-    )
-    g.add_argument(
-        "--verbosity",
-        choices=("low", "medium", "high"),
-        help=f"OpenAI reasoning models: verbosity {api}",
-    )
-    g = p.add_argument_group("sim provider (offline; measures the machinery, not the method)")
-    latency, ability = "median latency in seconds (default: 0, no waiting)", "logit offset of "
-    for flag, kind, default, what in (
-        ("--sim-latency", natural_float, 0.0, latency),
-        ("--sim-ability", number(float, -math.inf), 0.0, ability + "success (higher solves more)"),
-        ("--sim-thinking", natural_float, 0.0, "thinking tokens per output token"),
-        ("--sim-icl-gain", natural_float, 1.0, "logit gain of a correct demo of the question's "
-         "hidden skill cluster (0: none)"),
-    ):  # fmt: skip
-        g.add_argument(flag, type=kind, default=default, help=what)
+    add_provider_flags(p)
     _add_method_flags(p)
     g = p.add_argument_group("budget, cost and cache")
     g.add_argument(
@@ -203,27 +151,6 @@ def add_limit(g: argparse._ArgumentGroup) -> None:
         type=parse_limit,
         metavar="N|all",
         help="use only the first N questions (default: all)",
-    )
-
-
-def add_workers(g: argparse._ActionsContainer) -> None:
-    """--workers (ttc run, compare and verify)."""
-    g.add_argument(
-        "--workers",
-        type=natural_int,
-        default=2,
-        help="verifier processes; 0 verifies in ttc's own process (for cheap verifiers only: "
-        "math, GPQA, Reasoning Gym)",
-    )
-
-
-def add_max_response_bytes(g: argparse._ActionsContainer) -> None:
-    """--max-response-bytes (ttc run, compare and batch)."""
-    g.add_argument(
-        "--max-response-bytes",
-        type=positive_int,
-        help="the largest response body read, in bytes (default: 33554432, 32 MiB); reading "
-        "stops there and the request fails, not retried",
     )
 
 

@@ -10,7 +10,8 @@ import signal
 from pathlib import Path
 
 from ttc.engine import ConfigError, DataError
-from ttc.engine.cli._parser import add_limit, add_suite, add_workers
+from ttc.engine.cli._parser import add_limit, add_suite
+from ttc.engine.cli._provider_flags import add_workers
 from ttc.engine.cli._spec import SuiteSpec
 from ttc.engine.cli._usage import share
 from ttc.engine.cli._wiring import make_suite, suite_and_items
