@@ -2,6 +2,7 @@
 journal and cache. It imports nothing from `ttc.adapters`; the CLI (`ttc.engine.cli`) wires them in.
 """
 
+from ttc.engine._batch import BatchAPI, BatchResult, BatchStatus
 from ttc.engine._budget import FAILURE_STREAK, PROVIDER_STOP, StopKind, StopReason
 from ttc.engine._cache import CachingProvider, ProviderCache, ResponseCache
 from ttc.engine._config import JUDGES, METHODS, NEIGHBOUR_MODES, OPERATIONAL, PRESETS, RunConfig
@@ -118,6 +119,9 @@ __all__ = [
     "SIM_NOTE",
     "URL_REDACTED",
     "BadRequest",
+    "BatchAPI",
+    "BatchResult",
+    "BatchStatus",
     "CachingProvider",
     "Completion",
     "ConfigError",

@@ -1,5 +1,6 @@
 """LLM providers: OpenAI(-compatible) over our own aiohttp session, Gemini through google-genai."""
 
+from ttc.adapters.providers._batch_openai import OpenAIBatchAPI
 from ttc.adapters.providers._connection import Connection
 from ttc.adapters.providers._gemini import GeminiProvider
 from ttc.adapters.providers._http import (
@@ -18,6 +19,7 @@ __all__ = [
     "Connection",
     "GeminiProvider",
     "MissingKey",
+    "OpenAIBatchAPI",
     "OpenAIProvider",
     "api_key_from",
     "is_local_url",

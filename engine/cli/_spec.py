@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ttc.engine import RunConfig, Sampling
+from ttc.engine.cli._batchmode import BatchSpec, batch_spec
 
 SUITES = ("reasoning_gym", "math500", "minerva", "gpqa", "livecodebench", "custom")
 PROVIDERS = ("sim", "openai", "gemini")
@@ -118,6 +119,8 @@ class RunSpec:
     metrics_addr: str = "127.0.0.1"
     # The command line that made the run, without --resume (for `ttc resume`).
     argv: tuple[str, ...] = ()
+    # --batch: the provider's Batch API (None: every request synchronously).
+    batch: BatchSpec | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, argv: Sequence[str] = ()) -> RunSpec:
@@ -181,6 +184,7 @@ class RunSpec:
             metrics_port=args.metrics_port,
             metrics_addr=args.metrics_addr,
             argv=tuple(argv),
+            batch=batch_spec(args),
         )
 
     @property
