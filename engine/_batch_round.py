@@ -22,18 +22,20 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import hashlib
 import logging
+import random
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ttc.engine._batch import BatchAPI, BatchResult, BatchStatus
 from ttc.engine._batch_events import BatchCreated, BatchEvent, BatchFileUploaded, BatchUpdated
 from ttc.engine._budget import StopReason
 from ttc.engine._errors import BadRequest, Fatal, ProviderError, Transient
-from ttc.engine._scheduler import run_round
+from ttc.engine._scheduler import run_round, single
 from ttc.engine._sender import Job, Outcome, Sender
 from ttc.engine._state import sample_seed
 from ttc.engine._tokens import text_tokens
@@ -46,6 +48,7 @@ __all__ = ["BatchRound", "custom_id"]
 
 log = logging.getLogger("ttc")
 
+T = TypeVar("T")
 # Poll errors in a row (the poll itself failing: the network, the vendor's 5xx) that end the run.
 POLL_ERRORS = 30
 
@@ -103,6 +106,7 @@ class BatchRound:
         self.live: list[_Live] = []
         self._poll_errors = 0
         self._sync: Sender | None = None
+        self._rng = random.Random(sample_seed(run.ctx.config.seed, "batch", run.t, 0))
 
     async def send(self, jobs: Iterable[Job]) -> None:
         """Sends every job, landing each as its batch ends (or the cache answers it)."""
@@ -118,18 +122,14 @@ class BatchRound:
             finally:
                 self.ready.close()
 
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(produce())
-            await run_round(
-                self.ready,
-                outcome,
-                run.on_landed,
-                run.on_judged,
-                workers=cfg.concurrency,
-                verifiers=max(4, 4 * cfg.verifier_workers),
-                stopped=lambda: ctx.stopped,
-                on_failure=ctx.fail,
-            )
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(produce())
+                await run_round(self.ready, outcome, run.on_landed, run.on_judged,
+                                workers=cfg.concurrency, verifiers=max(4, 4 * cfg.verifier_workers),
+                                stopped=lambda: ctx.stopped, on_failure=ctx.fail)  # fmt: skip
+        except BaseExceptionGroup as group:
+            raise single(group) from None
 
     def _land(self, job: Job, outcome: Outcome) -> None:
         self.outcomes[custom_id(job)] = outcome
@@ -177,15 +177,45 @@ class BatchRound:
             ids = tuple(custom_id(job) for job in chunk)
             status = await self._found(tag) if self.resumed else None
             if status is None:
-                file_id = await self.api.upload(data, f"{tag}.jsonl")
+                upload = functools.partial(self.api.upload, data, f"{tag}.jsonl")
+                file_id = await self._control(upload)
                 self.ctx.emit(BatchFileUploaded(self.t, tag, file_id, len(chunk), len(data)))
-                status = await self.api.create(file_id, tag)
+                status = await self._create(file_id, tag)
                 self.ctx.emit(BatchCreated(self.t, tag, status.id, file_id, ids, attempt))
             for i in ids:
                 self.attempts[i] = attempt
             self.live.append(_Live(status.id, ids, attempt))
             log.info("round %d: batch %s submitted (%d requests, %s bytes)",
                      self.t, status.id, len(chunk), f"{len(data):,}")  # fmt: skip
+
+    async def _create(self, file_id: str, tag: str) -> BatchStatus:
+        """Creates a batch; a retry first asks for one by the tag (the failed attempt may have
+        made it: a timeout after the vendor created it), so a retry never makes a second."""
+        tried = False
+
+        async def create() -> BatchStatus:
+            nonlocal tried
+            if tried and (found := await self._found(tag)) is not None:
+                return found
+            tried = True
+            return await self.api.create(file_id, tag)
+
+        return await self._control(create)
+
+    async def _control(self, call: Callable[[], Awaitable[T]]) -> T:
+        """A control-plane call (upload, create), retried as the retry policy says."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await call()
+            except ProviderError as exc:
+                if not self.ctx.retry.should_retry(attempt, exc):
+                    raise
+                delay = self.ctx.retry.delay(attempt, exc, self._rng)
+                log.warning("round %d: a batch call failed (%s); again in %.1f s",
+                            self.t, exc, delay)  # fmt: skip
+                await asyncio.sleep(delay)
 
     async def _found(self, tag: str) -> BatchStatus | None:
         known = {e.batch_id for e in self.journaled if isinstance(e, BatchCreated)}
