@@ -39,7 +39,6 @@ from ttc.engine import (
     BatchAPI,
     BatchResult,
     BatchStatus,
-    ConfigError,
     Fatal,
     ProviderError,
     Request,
@@ -82,8 +81,6 @@ class OpenAIBatchAPI(BatchAPI):
 
     def encode(self, custom_id: str, request: Request) -> bytes:
         """The synchronous path's body, as a Batch input line."""
-        if request.n != 1 and "gpt-5" in self.provider.model:
-            raise ConfigError("--batch: reasoning models answer one choice per request (n=1)")
         line = {"custom_id": custom_id, "method": "POST", "url": _ENDPOINT,
                 "body": self.provider._body(request)}  # fmt: skip
         return orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)

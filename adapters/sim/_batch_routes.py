@@ -1,4 +1,5 @@
-"""`ttc serve`'s Batch API routes: paths to the batch stores, and their HTTP replies.
+"""`ttc serve`'s Batch API routes: paths to the batch stores (OpenAI's `_batch_openai`,
+Gemini's `_batch_gemini`), and their HTTP replies.
 
 The server (`_serve`) asks `BatchRoutes.handle` first; a path that is not a batch route is
 None, and goes on to the synchronous routes. Every call of a batch route is counted in
@@ -17,9 +18,11 @@ from aiohttp import web
 
 from ttc.adapters.sim._admission import Stats
 from ttc.adapters.sim._answerer import Answerer
+from ttc.adapters.sim._batch_gemini import GeminiBatches
 from ttc.adapters.sim._batch_openai import OpenAIBatches
 from ttc.adapters.sim._options import ServeOptions
 from ttc.adapters.sim._wire import JSON, Invalid, Route
+from ttc.adapters.sim._wire_gemini import GEMINI
 from ttc.adapters.sim._wire_openai import OPENAI
 
 __all__ = ["BatchRoutes"]
@@ -27,6 +30,9 @@ __all__ = ["BatchRoutes"]
 _CHAT = Route("POST", "generate", "")
 _FILE = re.compile(r"^/v1/files/([^/]+)(/content)?$")
 _BATCH = re.compile(r"^/v1/batches/([^/]+)(/cancel)?$")
+_G_CREATE = re.compile(r"^/v1(?:beta)?/models/([^/:]+):batchGenerateContent$")
+_G_BATCH = re.compile(r"^/v1(?:beta)?/batches/([^/:]+)(:cancel)?$")
+_G_LIST = re.compile(r"^/v1(?:beta)?/batches$")
 
 
 class BatchRoutes:
@@ -37,6 +43,8 @@ class BatchRoutes:
             options.batch_delay, options.batch_fail, options.batch_expire, options.seed
         )
         self.stats = self.openai.stats
+        self.gemini = GeminiBatches(options.batch_delay, options.batch_fail,
+                                    options.batch_expire, options.seed, self.stats)  # fmt: skip
         self._answerer = answerer
         # The prompts the batches' requests carried (warm-up, adaptive, unknown), apart.
         self._prompts = Stats()
@@ -61,6 +69,17 @@ class BatchRoutes:
         self._serial += 1
         return 200, OPENAI.body(call, completion, self._serial)
 
+    async def answer_gemini(self, body: dict[str, Any], model: str) -> tuple[int, dict[str, Any]]:
+        """One Gemini batch request, answered as the synchronous generateContent answers it."""
+        route = Route("POST", "generate", "", model, "generateContent")
+        try:
+            call = GEMINI.parse(body, route)
+        except Invalid as exc:
+            return 400, {"code": 400, "message": str(exc), "status": "INVALID_ARGUMENT"}
+        completion = await self._answerer.answer(call, self._prompts)
+        self._serial += 1
+        return 200, GEMINI.body(call, completion, self._serial)
+
     async def handle(self, request: web.BaseRequest) -> web.Response | None:
         """The reply of a batch route, or None when the path is not one."""
         path, method = request.path, request.method
@@ -68,10 +87,33 @@ class BatchRoutes:
         if name is None:
             return None
         self.stats.route(name)
+        wire = GEMINI if name.startswith("gemini.") else OPENAI
         try:
+            if wire is GEMINI:
+                return await self._gemini(name, request)
             return await self._dispatch(name, request)
         except Invalid as exc:
-            return _reply(400, OPENAI.error(400, str(exc)))
+            return _reply(400, wire.error(400, str(exc)))
+
+    async def _gemini(self, name: str, request: web.BaseRequest) -> web.Response:
+        store, answer = self.gemini, self.answer_gemini
+        if name == "gemini.batches.create":
+            found = _G_CREATE.match(request.path)
+            raw = await request.read()
+            model = found.group(1) if found else ""
+            return _json(store.create(model, await _body(request, raw), len(raw)))
+        if name == "gemini.batches.list":
+            size = _limit(request.query.get("pageSize", "50"), 1000)
+            return _json(await store.listing(size, request.query.get("pageToken", ""), answer))
+        found = _G_BATCH.match(request.path)
+        batch = f"batches/{found.group(1)}" if found else ""
+        if name == "gemini.batches.cancel":
+            obj = await store.cancel(batch, answer)
+        else:
+            obj = await store.get(batch, answer)
+        if obj is None:
+            return _reply(404, GEMINI.error(404, f"Batch {batch} not found"))
+        return _json(obj)
 
     async def _dispatch(self, name: str, request: web.BaseRequest) -> web.Response:
         store = self.openai
@@ -111,6 +153,11 @@ class BatchRoutes:
 
 
 def _route_name(path: str, method: str) -> str | None:
+    # Gemini's paths: v1beta, a model's action, or a batch of its own (`batches/sim…`, where
+    # OpenAI's ids are `batch_…`); /v1/batches itself is OpenAI's list.
+    own = _G_BATCH.match(path)
+    if path.startswith(("/v1beta/", "/v1/models/")) or (own and own.group(1).startswith("sim")):
+        return _gemini_route(path, method)
     if path == "/v1/files":
         return "openai.files.upload" if method == "POST" else None
     if path == "/v1/batches":
@@ -126,19 +173,32 @@ def _route_name(path: str, method: str) -> str | None:
     return None
 
 
-def _limit(raw: str) -> int:
+def _gemini_route(path: str, method: str) -> str | None:
+    if _G_CREATE.match(path):
+        return "gemini.batches.create" if method == "POST" else None
+    if _G_LIST.match(path):
+        return "gemini.batches.list" if method == "GET" else None
+    found = _G_BATCH.match(path)
+    if found is None:
+        return None
+    if found.group(2):
+        return "gemini.batches.cancel" if method == "POST" else None
+    return "gemini.batches.get" if method == "GET" else None
+
+
+def _limit(raw: str, most: int = 100) -> int:
     try:
         value = int(raw)
     except ValueError:
         raise Invalid(f"limit: expected an integer, got {raw!r}") from None
-    if not 1 <= value <= 100:
-        raise Invalid(f"limit: must be in [1, 100], got {value}")
+    if not 1 <= value <= most:
+        raise Invalid(f"limit: must be in [1, {most}], got {value}")
     return value
 
 
-async def _body(request: web.BaseRequest) -> dict[str, Any]:
+async def _body(request: web.BaseRequest, raw: bytes | None = None) -> dict[str, Any]:
     try:
-        body = orjson.loads(await request.read())
+        body = orjson.loads(await request.read() if raw is None else raw)
     except orjson.JSONDecodeError as exc:
         raise Invalid(f"the body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):

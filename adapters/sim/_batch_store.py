@@ -144,6 +144,15 @@ class BatchStats:
         self.tokens[1] += int(usage.get("completion_tokens") or 0) - thinking
         self.tokens[2] += thinking
 
+    def count_gemini(self, body: dict[str, Any]) -> None:
+        """The usage of one answered request's body (Gemini's GenerateContentResponse)."""
+        usage = body.get("usageMetadata")
+        if not isinstance(usage, dict):
+            return
+        self.tokens[0] += int(usage.get("promptTokenCount") or 0)
+        self.tokens[1] += int(usage.get("candidatesTokenCount") or 0)
+        self.tokens[2] += int(usage.get("thoughtsTokenCount") or 0)
+
     def as_dict(self) -> dict[str, Any]:
         """The counters as `/stats` shows them."""
         return {

@@ -174,3 +174,55 @@ def test_batch_flags_are_checked() -> None:
         ServeOptions(batch_fail=1.5)
     with pytest.raises(ConfigError, match="--batch-delay"):
         ServeOptions(batch_delay=-1)
+
+
+@pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientSession:DeprecationWarning")
+async def test_official_google_genai_client_batches(gym: ReasoningGymSuite) -> None:
+    from google import genai
+    from google.genai import types
+
+    items = gym.items()[:5]
+    async with running_server(ServeOptions(port=0, batch_delay=0.3), gym) as server:
+        options = types.HttpOptions(base_url=server.url, api_version="v1beta")
+        client = genai.Client(api_key="x", http_options=options)
+        requests = [
+            types.InlinedRequest(
+                contents=gym.warmup_prompt(item),
+                config=types.GenerateContentConfig(seed=7 + i),
+                metadata={"key": item.id},
+            )
+            for i, item in enumerate(items)
+        ]
+        job = await client.aio.batches.create(
+            model="sim", src=requests, config={"display_name": "tag-7"}
+        )
+        assert job.name is not None
+        assert job.state == types.JobState.JOB_STATE_PENDING
+        for _ in range(100):
+            job = await client.aio.batches.get(name=job.name)
+            if job.done:
+                break
+            await asyncio.sleep(0.05)
+        assert job.state == types.JobState.JOB_STATE_SUCCEEDED
+        assert job.display_name == "tag-7"
+        assert job.dest is not None
+        answers = job.dest.inlined_responses or []
+        sync = await client.aio.models.generate_content(
+            model="sim",
+            contents=gym.warmup_prompt(items[1]),
+            config=types.GenerateContentConfig(seed=8),
+        )
+        listed = [j.name async for j in await client.aio.batches.list(config={"page_size": 10})]
+        other = await client.aio.batches.create(model="sim", src=requests[:2])
+        assert other.name is not None
+        await client.aio.batches.cancel(name=other.name)
+        cancelled = await client.aio.batches.get(name=other.name)
+        stats = server.stats()
+    assert [(a.metadata or {}).get("key") for a in answers] == [item.id for item in items]
+    assert all(a.response is not None and a.error is None for a in answers)
+    assert answers[1].response is not None
+    assert answers[1].response.text == sync.text  # the synchronous route's answer
+    assert listed == [job.name]
+    assert cancelled.state == types.JobState.JOB_STATE_CANCELLED
+    assert stats["by_route"] == {"gemini.generate": 1}
+    assert stats["batch"]["by_route"]["gemini.batches.create"] == 2
