@@ -43,11 +43,13 @@ from ttc.engine import (
     ProviderError,
     Request,
     Transient,
+    redact_json,
 )
 
-__all__ = ["OpenAIBatchAPI"]
+__all__ = ["Endpoint", "OpenAIBatchAPI"]
 
-_ENDPOINT: Literal["/v1/chat/completions"] = "/v1/chat/completions"
+Endpoint = Literal["/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses"]
+_ENDPOINT: Endpoint = "/v1/chat/completions"
 _REASONS = {"batch_expired": "expired", "batch_cancelled": "cancelled"}
 # How far back `find` looks for a batch by its tag: batches live 24 h (their window), and a
 # resume comes later than that only after they expired.
@@ -90,11 +92,11 @@ class OpenAIBatchAPI(BatchAPI):
             created = await self._client.files.create(file=(name, data), purpose="batch")
         return created.id
 
-    async def create(self, file_id: str, tag: str) -> BatchStatus:
+    async def create(self, file_id: str, tag: str, endpoint: Endpoint = _ENDPOINT) -> BatchStatus:
         with self._translate():
             batch = await self._client.batches.create(
                 input_file_id=file_id,
-                endpoint=_ENDPOINT,
+                endpoint=endpoint,
                 completion_window="24h",
                 metadata={"ttc_tag": tag},
             )
@@ -119,7 +121,12 @@ class OpenAIBatchAPI(BatchAPI):
     async def results(
         self, status: BatchStatus, requests: Mapping[str, Request]
     ) -> list[BatchResult]:
-        found: list[BatchResult] = []
+        return [self._result(line, requests) for line in await self.output_lines(status)]
+
+    async def output_lines(self, status: BatchStatus) -> list[dict[str, Any]]:
+        """The lines of a finished batch's output and error files, as the vendor wrote them
+        (the Batch output format), the key and URL credentials redacted."""
+        found: list[dict[str, Any]] = []
         for file_id in (status.output, status.errors):
             if file_id is None:
                 continue
@@ -127,7 +134,7 @@ class OpenAIBatchAPI(BatchAPI):
                 content = await self._client.files.content(file_id)
             for raw in content.read().splitlines():
                 if raw.strip():
-                    found.append(self._result(orjson.loads(raw), requests))
+                    found.append(redact_json(orjson.loads(raw), self._secrets))
         return found
 
     async def aclose(self) -> None:

@@ -158,3 +158,48 @@ def test_failures_and_expiries_inside_batches_are_sent_again_and_reported(tmp_pa
     assert f"re-sent {total} (expired {resent['expired']}, failed {resent['failed']})" in (
         report.stdout
     )
+
+
+@pytest.mark.slow
+def test_ttc_batch_via_batch_api_resumes_without_a_second_batch(tmp_path: Path) -> None:
+    lines = [
+        {"custom_id": f"req-{i}", "method": "POST", "url": "/v1/chat/completions",
+         "body": {"model": "sim", "messages": [{"role": "user", "content": f"Add {i} and {i}."}],
+                  "seed": i}}
+        for i in range(12)
+    ]  # fmt: skip
+    (tmp_path / "in.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    server = Server(tmp_path, *SUITE, "--batch-delay", "3")
+    try:
+        url = ["--base-url", server.url + "/v1"]
+        command = [TTC, "batch", "in.jsonl", "--out", "out.jsonl", *url, "--via-batch-api",
+                   "--batch-poll", "0.5"]  # fmt: skip
+        proc = subprocess.Popen(command, cwd=tmp_path, env=env(tmp_path),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        journal = tmp_path / "out.jsonl.batchapi"
+        deadline = time.monotonic() + 60
+        while b'"ev":"batch"' not in (journal.read_bytes() if journal.exists() else b""):
+            assert proc.poll() is None, "ttc batch ended before its batch was created"
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.kill()  # while the batch is in progress
+        proc.wait()
+        assert not (tmp_path / "out.jsonl").exists()
+        again = subprocess.run(command, cwd=tmp_path, env=env(tmp_path), capture_output=True,
+                               text=True, timeout=120, check=False)  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        sync = ttc(tmp_path, "batch", "in.jsonl", "--out", "sync.jsonl", *url)
+        assert sync.returncode == 0, sync.stderr
+        held = batches(server)
+    finally:
+        server.stop()
+    assert len(held) == 1  # the resumed command polled the batch it had made
+    out = [orjson.loads(x) for x in (tmp_path / "out.jsonl").read_bytes().splitlines()]
+    ref = [orjson.loads(x) for x in (tmp_path / "sync.jsonl").read_bytes().splitlines()]
+    assert [x["custom_id"] for x in out] == [x["custom_id"] for x in lines]
+
+    def answer(x: dict[str, Any]) -> tuple[int, str, Any]:
+        body = x["response"]["body"]
+        return x["response"]["status_code"], body["choices"][0]["message"]["content"], body["usage"]
+
+    assert [answer(x) for x in out] == [answer(x) for x in ref]
