@@ -184,6 +184,9 @@ class BatchRound:
                 self.ctx.emit(BatchCreated(self.t, tag, status.id, file_id, ids, attempt))
             for i in ids:
                 self.attempts[i] = attempt
+            if self.ctx.cache is not None:  # each request in a batch goes to the provider
+                for _ in ids:
+                    self.ctx.cache.count_miss()
             self.live.append(_Live(status.id, ids, attempt))
             log.info("round %d: batch %s submitted (%d requests, %s bytes)",
                      self.t, status.id, len(chunk), f"{len(data):,}")  # fmt: skip

@@ -44,7 +44,7 @@ def add_batch_flags(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--batch-discount",
-        type=parse_batch_discount,
+        type=_discount,
         default=None,
         help="the share off the list price a batch's tokens get (default: 0.5, the vendors')",
     )
@@ -54,6 +54,13 @@ def add_batch_flags(p: argparse.ArgumentParser) -> None:
         default=2.0,
         help="seconds before a batch's first poll; each wait is half again as long, up to 60",
     )
+
+
+def _discount(text: str) -> float:
+    try:
+        return parse_batch_discount(text)
+    except ConfigError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
 
 
 def batch_spec(args: argparse.Namespace) -> BatchSpec | None:

@@ -192,3 +192,20 @@ def test_a_sample_bought_in_a_batch_keeps_its_rate_in_the_journal() -> None:
     plain = decode_sample(SampleLanded(2, "q1", 0, "t", Usage(1, 2, 3)).encode())
     assert isinstance(plain, SampleLanded)
     assert plain.usage.batch is None
+
+
+def test_batch_flags_refuse_bad_input_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ttc.engine.cli._main import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "--batch-discount", "2", "--out", str(tmp_path / "a")])
+    assert exited.value.code == 2
+    assert "--batch-discount: expected a number in [0, 1)" in capsys.readouterr().err
+    code = main(["run", "--batch", "--limit", "4", "--no-cache", "--out", str(tmp_path / "b")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--batch: the sim provider has no Batch API" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "b" / "journal.jsonl").exists()
