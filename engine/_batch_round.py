@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
-from ttc.engine._batch import BatchAPI, BatchResult, BatchStatus
+from ttc.engine._batch import FINAL_STATES, BatchAPI, BatchResult, BatchStatus
 from ttc.engine._batch_events import BatchCreated, BatchEvent, BatchFileUploaded, BatchUpdated
 from ttc.engine._budget import StopReason
 from ttc.engine._errors import BadRequest, Fatal, ProviderError, Transient
@@ -39,7 +39,7 @@ from ttc.engine._scheduler import run_round, single
 from ttc.engine._sender import Job, Outcome, Sender
 from ttc.engine._state import sample_seed
 from ttc.engine._tokens import text_tokens
-from ttc.engine._types import Completion, Usage
+from ttc.engine._types import Usage
 
 if TYPE_CHECKING:
     from ttc.engine._round import RoundRun
@@ -87,6 +87,8 @@ class _Live:
     attempt: int
     started: float = field(default_factory=time.monotonic)
     status: str = ""
+    # Its end was journaled by a session before a resume (its re-sends already counted).
+    reported: bool = False
 
 
 class BatchRound:
@@ -148,26 +150,46 @@ class BatchRound:
         self.pending = {custom_id(job): job for job in todo}
         self._adopt()
         held = {i for live in self.live for i in live.ids}
-        await self._submit([job for job in todo if custom_id(job) not in held], 1)
+        # A sample no batch holds goes out at its next attempt: the same tag, and so the same
+        # batch found, as a session that made it but was killed before journaling its id.
+        by_attempt: dict[int, list[Job]] = {}
+        for job in todo:
+            if custom_id(job) not in held:
+                by_attempt.setdefault(self.attempts[custom_id(job)] + 1, []).append(job)
+        for attempt, group in sorted(by_attempt.items()):
+            await self._submit(group, attempt)
         await self._wait()
 
     def _adopt(self) -> None:
-        """The round's journaled batches that hold samples still pending: polled, not re-made."""
-        created = [e for e in self.journaled if isinstance(e, BatchCreated)]
-        ended = {e.batch_id for e in self.journaled if isinstance(e, BatchUpdated) and e.resent}
-        for event in created:
-            for i in event.ids:
-                self.attempts[i] = max(self.attempts[i], event.attempt)
-            if event.batch_id in ended:
-                continue  # its leftovers went to a later batch (or the synchronous path)
-            ids = tuple(i for i in event.ids if i in self.pending)
+        """The round's journaled batches, each polled for the pending samples it was the last
+        batch to hold (an ended one too: its answers may not have been journaled yet)."""
+        owner: dict[str, BatchCreated] = {}
+        for event in self.journaled:
+            if isinstance(event, BatchCreated):
+                for i in event.ids:
+                    self.attempts[i] = max(self.attempts[i], event.attempt)
+                    if i in self.pending:
+                        owner[i] = event
+        reported = {e.batch_id for e in self.journaled
+                    if isinstance(e, BatchUpdated) and e.status in FINAL_STATES}  # fmt: skip
+        held: dict[str, list[str]] = {}
+        for i, event in owner.items():
+            held.setdefault(event.batch_id, []).append(i)
+        for event in self.journaled:
+            if not isinstance(event, BatchCreated):
+                continue
+            ids = held.pop(event.batch_id, None)
             if ids:
-                self.live.append(_Live(event.batch_id, ids, event.attempt))
+                live = _Live(event.batch_id, tuple(ids), event.attempt)
+                live.reported = event.batch_id in reported
+                self.live.append(live)
                 log.info("round %d: polling batch %s from before the resume (%d samples)",
                          self.t, event.batch_id, len(ids))  # fmt: skip
 
     async def _submit(self, jobs: list[Job], attempt: int) -> None:
-        """New batches for `jobs`, split by the vendor's limits; each id journaled at once."""
+        """New batches for `jobs`, split by the vendor's limits; each id journaled at once. The
+        jobs go in (row, k) order, so the same samples make the same file and tag."""
+        jobs = sorted(jobs, key=lambda job: (job.row, job.k))
         for chunk, lines in self._chunks(jobs):
             if self.ctx.stopped or not self._affordable(chunk):
                 return
@@ -305,7 +327,6 @@ class BatchRound:
         if status.status != "failed":
             waiting = {i: self.pending[i].request for i in live.ids if i in self.pending}
             results = await self.api.results(status, waiting)
-        cache = self.ctx.cache
         again: list[Job] = []
         failed: list[tuple[Job, ProviderError]] = []
         resent: dict[str, int] = collections.Counter()
@@ -316,10 +337,7 @@ class BatchRound:
                 continue
             seen.add(result.custom_id)
             if result.completion is not None:
-                completion = self._marked(result)
-                if cache is not None:
-                    cache.store(job.request, completion)
-                self._land(job, Outcome(completion, None, self.attempts[result.custom_id]))
+                self._answered(job, result)
             elif result.reason in ("failed", "expired", "cancelled") and not _final(result):
                 again.append(job)
                 resent[result.reason] += 1
@@ -330,17 +348,22 @@ class BatchRound:
             if i in self.pending and i not in seen:
                 again.append(self.pending[i])
                 resent[why] += 1
-        self._emit_state(live, status, dict(resent))
+        if not live.reported:
+            self._emit_state(live, status, dict(resent))
         for job, error in failed:
             self._land(job, Outcome(None, error, self.attempts[custom_id(job)]))
         await self._again(again, live.attempt + 1)
 
-    def _marked(self, result: BatchResult) -> Completion:
+    def _answered(self, job: Job, result: BatchResult) -> None:
+        """An answer: bought at the batch rate, kept in the cache, landed."""
         completion = result.completion
         assert completion is not None
         usage = completion.usage.bought_in_batch()
         simulated = completion.simulated or bool(self.ctx.provider.simulated)
-        return replace(completion, usage=usage, simulated=simulated)
+        completion = replace(completion, usage=usage, simulated=simulated)
+        if self.ctx.cache is not None:
+            self.ctx.cache.store(job.request, completion)
+        self._land(job, Outcome(completion, None, self.attempts[result.custom_id]))
 
     async def _again(self, jobs: list[Job], attempt: int) -> None:
         """Requests a batch did not answer: a new batch, the synchronous path, or, past the

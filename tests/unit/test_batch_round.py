@@ -50,7 +50,9 @@ class FakeBatches(BatchAPI):
         self.files: dict[str, list[str]] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.crash_on_create = False
+        self.crash_at: int | None = None  # the number of the create call that dies
         self.poll_failures = 0
+        self.fail_once: set[str] = set()  # custom ids whose first batch fails them
 
     def encode(self, custom_id: str, request: Request) -> bytes:
         self.lines[custom_id] = request
@@ -64,8 +66,9 @@ class FakeBatches(BatchAPI):
     async def create(self, file_id: str, tag: str) -> BatchStatus:
         batch_id = f"batch-{len(self.batches)}"
         self.batches[batch_id] = {"tag": tag, "ids": self.files[file_id], "polls": 0}
-        if self.crash_on_create:  # the process dies before the batch's id is journaled
-            self.crash_on_create = False
+        if self.crash_on_create or self.crash_at == len(self.batches):
+            # the process dies before the batch's id is journaled
+            self.crash_on_create, self.crash_at = False, None
             raise RuntimeError("killed after the batch was created")
         return BatchStatus(batch_id, "validating", len(self.files[file_id]))
 
@@ -85,8 +88,17 @@ class FakeBatches(BatchAPI):
         return None
 
     async def results(self, status: BatchStatus, requests: Any) -> list[BatchResult]:
-        ids = self.batches[status.id]["ids"]
-        return [BatchResult(i, await self.model.generate(self.lines[i])) for i in ids]
+        batch = self.batches[status.id]
+        if "results" in batch:  # a vendor's output file reads the same every time
+            return list(batch["results"])
+        found = batch["results"] = []
+        for i in batch["ids"]:
+            if i in self.fail_once:
+                self.fail_once.discard(i)
+                found.append(BatchResult(i, None, Transient("failed in the batch"), "failed"))
+            else:
+                found.append(BatchResult(i, await self.model.generate(self.lines[i])))
+        return found
 
 
 async def _run(out: Path, provider: ScriptedProvider, *, resume: bool = False,
@@ -154,6 +166,29 @@ async def test_a_batch_whose_id_was_never_journaled_is_found_by_its_tag(tmp_path
     assert len(fake.batches) == 3  # round 1's batch was adopted, not made again
     assert resumed.history == []
     assert _results(tmp_path / "run") == _results(tmp_path / "reference")
+
+
+async def test_a_resend_batch_whose_id_was_never_journaled_is_found_by_its_tag(
+    tmp_path: Path,
+) -> None:
+    await _run(tmp_path / "reference", ScriptedProvider(_script()))
+    provider, fake = _batched()
+    fake.fail_once = {"t1-r2-k0", "t1-r5-k0"}
+    fake.crash_at = 2  # round 1's re-send batch: made, then the process dies
+    with pytest.raises(RuntimeError, match="killed"):
+        await _run(tmp_path / "run", provider)
+    resumed = ScriptedProvider(_script())
+    resumed.batch = fake
+    result = await _run(tmp_path / "run", resumed, resume=True)
+    assert result.complete
+    assert len(fake.batches) == 4  # 3 rounds and one re-send: none made twice
+    assert resumed.history == []
+    assert _results(tmp_path / "run") == _results(tmp_path / "reference")
+    events = [
+        orjson.loads(x) for x in (tmp_path / "run" / "journal.jsonl").read_bytes().splitlines()
+    ]
+    resent = [e["resent"] for e in events if e["ev"] == "batch_state" and e.get("resent")]
+    assert resent == [{"failed": 2}]  # counted once, by the session that saw it
 
 
 async def test_max_cost_stops_before_a_batch_that_would_pass_it(tmp_path: Path) -> None:
