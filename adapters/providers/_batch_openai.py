@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast, get_args
 
 import openai
 import orjson
@@ -36,6 +36,7 @@ import orjson
 from ttc.adapters.providers._http import redact, status_error
 from ttc.adapters.providers._openai import OpenAIProvider
 from ttc.engine import (
+    BadRequest,
     BatchAPI,
     BatchResult,
     BatchStatus,
@@ -46,7 +47,7 @@ from ttc.engine import (
     redact_json,
 )
 
-__all__ = ["Endpoint", "OpenAIBatchAPI"]
+__all__ = ["OpenAIBatchAPI"]
 
 Endpoint = Literal["/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses"]
 _ENDPOINT: Endpoint = "/v1/chat/completions"
@@ -92,11 +93,15 @@ class OpenAIBatchAPI(BatchAPI):
             created = await self._client.files.create(file=(name, data), purpose="batch")
         return created.id
 
-    async def create(self, file_id: str, tag: str, endpoint: Endpoint = _ENDPOINT) -> BatchStatus:
+    async def create(self, file_id: str, tag: str, endpoint: str = _ENDPOINT) -> BatchStatus:
+        """A batch of an uploaded file for `endpoint` (the requests' url; chat completions by
+        default)."""
+        if endpoint not in get_args(Endpoint):
+            raise BadRequest(f"{self.provider.name} batch: no Batch API for {endpoint!r}")
         with self._translate():
             batch = await self._client.batches.create(
                 input_file_id=file_id,
-                endpoint=endpoint,
+                endpoint=cast(Endpoint, endpoint),
                 completion_window="24h",
                 metadata={"ttc_tag": tag},
             )

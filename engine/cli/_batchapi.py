@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -110,9 +110,7 @@ async def _submit(api: OpenAIBatchAPI, journal: _Journal, part: _Part, tag: str)
     if part.file_id is None:
         part.file_id = await api.upload(part.data, f"{tag}.jsonl")
         journal.write({"ev": "file", "part": part.number, "id": part.file_id})
-    from ttc.adapters.providers._batch_openai import Endpoint
-
-    status = await api.create(part.file_id, tag, cast(Endpoint, part.url))
+    status = await api.create(part.file_id, tag, part.url)
     part.batch_id = status.id
     journal.write({"ev": "batch", "part": part.number, "id": status.id})
 
