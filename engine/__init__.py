@@ -2,6 +2,8 @@
 journal and cache. It imports nothing from `ttc.adapters`; the CLI (`ttc.engine.cli`) wires them in.
 """
 
+from ttc.engine._batch import BatchAPI, BatchResult, BatchStatus
+from ttc.engine._batch_events import BatchCreated, BatchFileUploaded, BatchUpdated
 from ttc.engine._budget import FAILURE_STREAK, PROVIDER_STOP, StopKind, StopReason
 from ttc.engine._cache import CachingProvider, ProviderCache, ResponseCache
 from ttc.engine._config import JUDGES, METHODS, NEIGHBOUR_MODES, OPERATIONAL, PRESETS, RunConfig
@@ -118,6 +120,12 @@ __all__ = [
     "SIM_NOTE",
     "URL_REDACTED",
     "BadRequest",
+    "BatchAPI",
+    "BatchCreated",
+    "BatchFileUploaded",
+    "BatchResult",
+    "BatchStatus",
+    "BatchUpdated",
     "CachingProvider",
     "Completion",
     "ConfigError",

@@ -7,7 +7,8 @@ journal had; the rest take defaults, so a run directory written by an older vers
 resumes. An observer (`RunObserver.event`) sees the same values as they are written.
 
 Kinds (`ev`): `start`, `sample` (`SampleLanded` or `SampleFailed`), `verdict`, `judge`,
-`difficulty`, `retry`, `round`, `limiter`.
+`difficulty`, `retry`, `round`, `limiter`; batch mode's `batch_file`, `batch`, `batch_state`
+(`_batch_events`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ttc.engine._batch_events import BatchCreated, BatchFileUploaded, BatchUpdated
 from ttc.engine._state import RoundStats
 from ttc.engine._types import Usage
 
@@ -24,13 +26,20 @@ Fields = dict[str, Any]
 
 
 def usage_list(u: Usage) -> list[int]:
-    """A usage as the journal writes it: [input, output, thinking]."""
-    return [u.input_tokens, u.output_tokens, u.thinking_tokens]
+    """A usage as the journal writes it: [input, output, thinking], and cached input tokens
+    fourth when there are any."""
+    line = [u.input_tokens, u.output_tokens, u.thinking_tokens]
+    return [*line, u.cached_tokens] if u.cached_tokens else line
 
 
-def usage_of(raw: Any) -> Usage:
-    """The inverse of `usage_list` (a TypeError or ValueError for anything else)."""
-    return Usage(*(int(u) for u in raw))
+def usage_of(raw: Any, batch: bool = False) -> Usage:
+    """The inverse of `usage_list` (a TypeError or ValueError for anything else); `batch`: it
+    was bought through a Batch API."""
+    if not 3 <= len(raw) <= 4:
+        raise ValueError(f"usage: expected 3 or 4 counts, got {len(raw)}")
+    counts = [int(u) for u in raw]
+    usage = Usage(counts[0], counts[1], counts[2], counts[3] if len(counts) == 4 else 0)
+    return usage.bought_in_batch() if batch else usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +101,8 @@ class SampleLanded(_Keyed):
         line.update(ok=True, text=self.text, usage=usage_list(self.usage), latency=self.latency)
         if self.simulated:
             line["sim"] = True
+        if self.usage.batch is not None:  # bought through a Batch API: the batch rate
+            line["batch"] = True
         return line
 
 
@@ -130,7 +141,8 @@ def decode_sample(d: Fields) -> SampleLanded | SampleFailed:
     demos = tuple(str(x) for x in d.get("demos", ()))
     temperature = None if d.get("temperature") is None else float(d["temperature"])
     if d["ok"]:
-        text, usage, latency = str(d["text"]), usage_of(d["usage"]), float(d.get("latency", 0.0))
+        text, latency = str(d["text"]), float(d.get("latency", 0.0))
+        usage = usage_of(d["usage"], bool(d.get("batch", False)))
         simulated = bool(d.get("sim", False))
         return SampleLanded(*key, text, usage, attempts, demos, temperature, latency, simulated)
     error, message = str(d.get("error", "error")), str(d.get("message", ""))
@@ -359,4 +371,7 @@ Event = (
     | Retried
     | RoundEnded
     | LimiterSampled
+    | BatchFileUploaded
+    | BatchCreated
+    | BatchUpdated
 )

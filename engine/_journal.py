@@ -16,6 +16,9 @@ samples as `Replays`, kept as their lines until each is replayed). Event kinds (
 - `round`: a round's totals, written at its barrier.
 - `limiter`: the send path's state (in flight, the adaptive cap, the limits in force), sampled
   every second while rounds run: the run's timeline (`ttc report --timeline`).
+- `batch_file`, `batch`, `batch_state` (batch mode): every input file and batch id the moment it
+  exists, and each batch's states (`_batch_events`); a resumed run polls those batches
+  (`Replays.batches`) and never creates a second one for the same samples.
 
 On resume, a sample with a response is never sent again (a landed sample with no verdict yet is
 judged again, not bought again); a sample that ended in an error was never paid for, and is sent
@@ -55,6 +58,7 @@ from typing import Protocol, TypeVar
 import orjson
 
 from ttc.engine._appender import Appender
+from ttc.engine._batch_events import BatchCreated, BatchEvent, BatchFileUploaded, BatchUpdated
 from ttc.engine._errors import DataError
 from ttc.engine._events import (
     DifficultyRated,
@@ -123,6 +127,9 @@ DECODERS: dict[str, Callable[[Fields], Event]] = {
     Retried.KIND: Retried.decode,
     RoundEnded.KIND: RoundEnded.decode,
     LimiterSampled.KIND: LimiterSampled.decode,
+    BatchFileUploaded.KIND: BatchFileUploaded.decode,
+    BatchCreated.KIND: BatchCreated.decode,
+    BatchUpdated.KIND: BatchUpdated.decode,
 }
 
 
@@ -158,6 +165,7 @@ class Landed:
 
 
 _REPLAYED = frozenset({SampleLanded.KIND, Judged.KIND, Rated.KIND})
+_BATCHES = frozenset({BatchFileUploaded.KIND, BatchCreated.KIND, BatchUpdated.KIND})
 
 
 def completed_samples(path: Path) -> dict[SampleKey, Landed]:
@@ -179,6 +187,8 @@ class Replays(MutableMapping[SampleKey, Landed]):
     def __init__(self) -> None:
         self._lines: dict[SampleKey, _Lines] = {}
         self._decoded: dict[SampleKey, Landed] = {}  # what was set, not read
+        # Batch mode: each round's batch events, in order (a resume polls those batches).
+        self.batches: dict[int, list[BatchEvent]] = {}
 
     @classmethod
     def read(cls, path: Path) -> Replays:
@@ -186,6 +196,10 @@ class Replays(MutableMapping[SampleKey, Landed]):
         replays = cls()
         lines = replays._lines
         for lineno, raw, fields in _raw_lines(path):
+            if fields["ev"] in _BATCHES:
+                found = decode(fields, f"{path}:{lineno}")
+                assert isinstance(found, BatchFileUploaded | BatchCreated | BatchUpdated)
+                replays.batches.setdefault(found.round, []).append(found)
             if fields["ev"] not in _REPLAYED:
                 continue
             event = decode(fields, f"{path}:{lineno}")

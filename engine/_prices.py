@@ -4,11 +4,18 @@ The table holds list prices as the vendors published them in 2025 (USD per milli
 Reasoning ("thinking") tokens are billed as output tokens by OpenAI and Google, so their price is
 the output price. Prices change: `--price INPUT,OUTPUT[,THINKING]` overrides the table, and a
 model missing from it costs nothing until a price is given (the summary says so).
+
+Two more rates per model: cached input (tokens the provider served from its prompt cache:
+OpenAI's `cached_tokens`, Gemini's `cached_content_token_count`; a quarter of the input price
+for OpenAI's GPT-4.1 family, a tenth for GPT-5, a quarter for Gemini 2.5, as listed in 2025), and
+the batch rate: both vendors bill a Batch API's tokens at half the list price (`batch` = 0.5,
+the share of the list price paid; `--batch-discount D` makes it 1 - D). A usage's `batch` part
+is priced at the batch rate, the rest at the list price; its cached tokens at the cached rate.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ttc.engine._errors import ConfigError
 from ttc.engine._types import Usage
@@ -16,32 +23,66 @@ from ttc.engine._types import Usage
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """USD per million input, output and thinking tokens."""
+    """USD per million input, output and thinking tokens; per million cached input tokens (None:
+    the input price); and the share of these prices a Batch API's tokens cost."""
 
     input: float
     output: float
     thinking: float
+    cached_input: float | None = None
+    batch: float = 0.5
 
     def cost(self, usage: Usage) -> float:
-        """The cost of `usage` in USD."""
+        """The cost of `usage` in USD: its batch part at the batch rate, the rest at the list
+        price, cached input tokens at the cached rate."""
+        bought = usage.batch
+        if bought is None:
+            return self._list(usage)
+        rest = Usage(
+            max(0, usage.input_tokens - bought.input_tokens),
+            max(0, usage.output_tokens - bought.output_tokens),
+            max(0, usage.thinking_tokens - bought.thinking_tokens),
+            max(0, usage.cached_tokens - bought.cached_tokens),
+        )
+        return self._list(rest) + self.batch * self._list(bought)
+
+    def _list(self, usage: Usage) -> float:
+        cached = min(usage.cached_tokens, usage.input_tokens)
+        cached_rate = self.input if self.cached_input is None else self.cached_input
         return (
-            usage.input_tokens * self.input
+            (usage.input_tokens - cached) * self.input
+            + cached * cached_rate
             + usage.output_tokens * self.output
             + usage.thinking_tokens * self.thinking
         ) / 1e6
 
+    def with_batch_discount(self, discount: float) -> Price:
+        """This price with a Batch API's tokens `discount` off the list price (0.5: half)."""
+        return replace(self, batch=1.0 - discount)
+
 
 PRICES: dict[str, Price] = {
-    "gpt-4.1": Price(2.00, 8.00, 8.00),
-    "gpt-4.1-mini": Price(0.40, 1.60, 1.60),
-    "gpt-4.1-nano": Price(0.10, 0.40, 0.40),
-    "gpt-5": Price(1.25, 10.00, 10.00),
-    "gpt-5-mini": Price(0.25, 2.00, 2.00),
-    "gpt-5-nano": Price(0.05, 0.40, 0.40),
-    "gemini-2.5-pro": Price(1.25, 10.00, 10.00),
-    "gemini-2.5-flash": Price(0.30, 2.50, 2.50),
-    "gemini-2.5-flash-lite": Price(0.10, 0.40, 0.40),
+    "gpt-4.1": Price(2.00, 8.00, 8.00, 0.50),
+    "gpt-4.1-mini": Price(0.40, 1.60, 1.60, 0.10),
+    "gpt-4.1-nano": Price(0.10, 0.40, 0.40, 0.025),
+    "gpt-5": Price(1.25, 10.00, 10.00, 0.125),
+    "gpt-5-mini": Price(0.25, 2.00, 2.00, 0.025),
+    "gpt-5-nano": Price(0.05, 0.40, 0.40, 0.005),
+    "gemini-2.5-pro": Price(1.25, 10.00, 10.00, 0.31),
+    "gemini-2.5-flash": Price(0.30, 2.50, 2.50, 0.075),
+    "gemini-2.5-flash-lite": Price(0.10, 0.40, 0.40, 0.025),
 }
+
+
+def parse_batch_discount(text: str) -> float:
+    """`--batch-discount D`: the share off the list price a Batch API's tokens get, in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"--batch-discount: expected a number in [0, 1), got {text!r}") from None
+    if not 0 <= value < 1:
+        raise ConfigError(f"--batch-discount: expected a number in [0, 1), got {text!r}")
+    return value
 
 
 def parse_price(text: str) -> Price:
@@ -56,6 +97,13 @@ def parse_price(text: str) -> Price:
     if len(values) not in (2, 3) or any(not (v >= 0) or v == float("inf") for v in values):
         raise ConfigError(f"--price: expected 2 or 3 non-negative numbers, got {text!r}")
     return Price(values[0], values[1], values[2] if len(values) == 3 else values[1])
+
+
+def price_with_discount(price: Price | None, discount: float | None) -> Price | None:
+    """`price` with `--batch-discount` applied, when one was given."""
+    if price is None or discount is None:
+        return price
+    return price.with_batch_discount(discount)
 
 
 def price_for(model: str, override: Price | None = None) -> Price | None:

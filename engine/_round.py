@@ -17,12 +17,13 @@ import logging
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, replace
 
+from ttc.engine._batch_round import BatchRound
 from ttc.engine._budget import RunBudget
 from ttc.engine._cache import ProviderCache
 from ttc.engine._config import RunConfig
 from ttc.engine._errors import ProviderError
 from ttc.engine._events import Event, Judged, Retried, SampleFailed, SampleLanded
-from ttc.engine._journal import Landed, SampleKey
+from ttc.engine._journal import Landed, Replays, SampleKey
 from ttc.engine._limiter import Limiter
 from ttc.engine._offloop import pause
 from ttc.engine._pool import bounded
@@ -120,7 +121,6 @@ class RoundRun:
 
     async def run(self, allotment: Allotment, plan: DemoPlan, sampling: Sampling) -> None:
         """Replays, then sends every remaining sample of `allotment`, judging each as it lands."""
-        cfg = self.ctx.config
         self.stats.active = len(allotment)
         self.stats.planned = sum(allotment.values())
         self._snapshot(plan)
@@ -130,39 +130,33 @@ class RoundRun:
         if to_send:
             self.ctx.budget.check(self.state)  # before anything new is bought
         if to_send and not self.ctx.stopped:
-            ctx = self.ctx
-            sender = Sender(
-                ctx.provider,
-                ctx.limiter,
-                ctx.retry,
-                cfg.timeout_s,
-                self.on_retry,
-                seed=sample_seed(cfg.seed, "", self.t, 0),
-                cache=ctx.cache,
-            )
-            workers = min(cfg.concurrency, to_send)
-            # A few verify workers per verifier process keep every process busy.
-            verifiers = min(workers, max(4, 4 * cfg.verifier_workers))
             jobs = self._jobs(allotment, plan, sampling, replayed)
-            stats = self.stats
-
-            async def send(job: Job) -> Outcome:
-                stats.sent += 1  # a request goes out (answered, or cut off by a stop, or not)
-                return await sender.send_with_retry(job)
-
-            await run_round(
-                jobs,
-                send,
-                self.on_landed,
-                self.on_judged,
-                workers=workers,
-                verifiers=verifiers,
-                stopped=lambda: ctx.stopped,
-                on_failure=ctx.fail,
-            )
+            batch = self.ctx.provider.batch
+            if batch is None:
+                await self._send(jobs, to_send)
+            else:  # through the vendor's Batch API; a resume polls the batches journaled
+                known = self.done.batches.get(self.t, []) if isinstance(self.done, Replays) else []
+                await BatchRound(self, batch, known).send(jobs)
         count_into(self.state, self.stats)
         if self.ctx.watch is not None:  # resolved at the barrier (self-consistency's consensus)
             self.ctx.watch.sweep(self.t, replayed=not self.stats.sent)
+
+    async def _send(self, jobs: Iterator[Job], to_send: int) -> None:
+        ctx, cfg, stats = self.ctx, self.ctx.config, self.stats
+        seed = sample_seed(cfg.seed, "", self.t, 0)
+        sender = Sender(ctx.provider, ctx.limiter, ctx.retry, cfg.timeout_s, self.on_retry,
+                        seed=seed, cache=ctx.cache)  # fmt: skip
+        workers = min(cfg.concurrency, to_send)
+        # A few verify workers per verifier process keep every process busy.
+        verifiers = min(workers, max(4, 4 * cfg.verifier_workers))
+
+        async def send(job: Job) -> Outcome:
+            stats.sent += 1  # a request goes out (answered, or cut off by a stop, or not)
+            return await sender.send_with_retry(job)
+
+        await run_round(jobs, send, self.on_landed, self.on_judged, workers=workers,
+                        verifiers=verifiers, stopped=lambda: ctx.stopped,
+                        on_failure=ctx.fail)  # fmt: skip
 
     def _snapshot(self, plan: DemoPlan) -> None:
         for refs in plan.values():

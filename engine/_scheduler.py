@@ -22,7 +22,7 @@ and are journaled, and the first such error is raised, as itself, once they have
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
 from ttc.engine._pool import Batches, bounded
 from ttc.engine._sender import Job, Outcome
@@ -57,7 +57,7 @@ class _Failures:
 
 
 async def run_round(
-    jobs: Iterable[Job],
+    jobs: Iterable[Job] | AsyncIterator[Job],
     sender: Callable[[Job], Awaitable[Outcome]],
     on_landed: Callable[[Job, Outcome], None],
     on_judged: Callable[[list[Landed]], Awaitable[None]],

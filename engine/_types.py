@@ -13,12 +13,15 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from ttc.engine._errors import ConfigError
+
+if TYPE_CHECKING:
+    from ttc.engine._batch import BatchAPI
 
 FloatArray = npt.NDArray[np.float32]
 
@@ -89,13 +92,29 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
     thinking_tokens: int = 0
+    # Of `input_tokens`, those the provider served from its prompt cache (the cached rate).
+    cached_tokens: int = 0
+    # Of all these tokens, those bought through a Batch API (the batch rate); None: none.
+    batch: Usage | None = None
 
     def __add__(self, other: Usage) -> Usage:
+        batch = self.batch if other.batch is None else other.batch
+        if self.batch is not None and other.batch is not None:
+            batch = self.batch + other.batch
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.thinking_tokens + other.thinking_tokens,
+            self.cached_tokens + other.cached_tokens,
+            batch,
         )
+
+    def bought_in_batch(self) -> Usage:
+        """This usage, every token of it bought through a Batch API."""
+        plain = Usage(self.input_tokens, self.output_tokens, self.thinking_tokens,
+                      self.cached_tokens)  # fmt: skip
+        return Usage(plain.input_tokens, plain.output_tokens, plain.thinking_tokens,
+                     plain.cached_tokens, plain)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,9 +173,9 @@ class Provider(abc.ABC):
     - `simulated`: True once answers are known to come from the offline simulator (in process,
       or through `ttc serve`), so that reports say the numbers measure the machinery only.
 
-    Batch mode (issue 11) adds one more capability here: a provider that can send a round
-    through its vendor's Batch API will declare it (submit, poll and read typed batch records);
-    the engine sends through `generate` for every provider that does not.
+    - `batch`: a provider that sends each round through its vendor's Batch API (`--batch`)
+      sets it (`ttc.engine.BatchAPI`: upload, create, poll, read typed batch records); the
+      engine sends through `generate` for every provider that leaves it None.
 
     Whoever builds a provider closes it with `aclose`; the engine never does.
     """
@@ -165,6 +184,7 @@ class Provider(abc.ABC):
     model: str
     endpoint: str | None = None
     simulated: bool = False
+    batch: BatchAPI | None = None
 
     @abc.abstractmethod
     async def generate(self, request: Request) -> Completion:

@@ -1,5 +1,7 @@
 """LLM providers: OpenAI(-compatible) over our own aiohttp session, Gemini through google-genai."""
 
+from ttc.adapters.providers._batch_gemini import GeminiBatchAPI
+from ttc.adapters.providers._batch_openai import OpenAIBatchAPI
 from ttc.adapters.providers._connection import Connection
 from ttc.adapters.providers._gemini import GeminiProvider
 from ttc.adapters.providers._http import (
@@ -16,8 +18,10 @@ __all__ = [
     "SIM_FINGERPRINT",
     "SIM_MODEL_SUFFIX",
     "Connection",
+    "GeminiBatchAPI",
     "GeminiProvider",
     "MissingKey",
+    "OpenAIBatchAPI",
     "OpenAIProvider",
     "api_key_from",
     "is_local_url",

@@ -57,7 +57,13 @@ from ttc.adapters.providers._http import (
     require_env_name,
     status_error,
 )
-from ttc.adapters.providers._usage import MISSING, UsageReader, answer_tokens, prompt_tokens
+from ttc.adapters.providers._usage import (
+    MISSING,
+    UsageReader,
+    answer_tokens,
+    cached_input,
+    prompt_tokens,
+)
 from ttc.engine import (
     BadRequest,
     Completion,
@@ -285,10 +291,13 @@ class GeminiProvider(Provider):
             output_count = 0  # no answer text: the count left out is a 0
         output = read("candidatesTokenCount", MISSING if meta is None else output_count)
         thoughts = None if meta is None else meta.thoughts_token_count
+        prompt = prompt_tokens(request.messages) if prompt is None else prompt
+        cached = None if meta is None else meta.cached_content_token_count
         return Usage(
-            prompt_tokens(request.messages) if prompt is None else prompt,
+            prompt,
             answer_tokens(texts) if output is None else output,
             0 if thoughts is None else read("thoughtsTokenCount", thoughts) or 0,
+            cached_input(self._usage, "cachedContentTokenCount", cached, prompt),
         )
 
 

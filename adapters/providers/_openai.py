@@ -54,7 +54,13 @@ from ttc.adapters.providers._http import (
     require_env_name,
     status_error,
 )
-from ttc.adapters.providers._usage import MISSING, UsageReader, answer_tokens, prompt_tokens
+from ttc.adapters.providers._usage import (
+    MISSING,
+    UsageReader,
+    answer_tokens,
+    cached_input,
+    prompt_tokens,
+)
 from ttc.engine import (
     BadRequest,
     Completion,
@@ -286,10 +292,14 @@ class OpenAIProvider(Provider):
         reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
         # Absent or null reasoning tokens are none (models that do not reason send no details).
         thinking = 0 if reasoning is None else read("reasoning_tokens", reasoning) or 0
+        prompt = prompt_tokens(request.messages) if prompt is None else prompt
+        cached = usage.get("prompt_tokens_details")
+        cached = cached.get("cached_tokens") if isinstance(cached, dict) else None
         return Usage(
-            prompt_tokens(request.messages) if prompt is None else prompt,
+            prompt,
             answer_tokens(texts) if completion is None else max(0, completion - thinking),
             thinking,
+            cached_input(self._usage, "cached_tokens", cached, prompt),
         )
 
 

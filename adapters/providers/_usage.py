@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from ttc.adapters.providers._http import Secrets, redact
 from ttc.engine import Message, text_tokens, token_count
 
-__all__ = ["MISSING", "UsageReader", "answer_tokens", "prompt_tokens"]
+__all__ = ["MISSING", "UsageReader", "answer_tokens", "cached_input", "prompt_tokens"]
 
 log = logging.getLogger("ttc")
 
@@ -57,6 +57,17 @@ class UsageReader:
                 shown,
             )
         return n
+
+
+def cached_input(reader: UsageReader, field: str, value: object, prompt: int) -> int:
+    """Cached input tokens (OpenAI `prompt_tokens_details.cached_tokens`, Gemini
+    `cached_content_token_count`): absent or null is none; a count that is no count is unknown,
+    and taken as none (billed at the full input price: a budget never undercounts); never more
+    than the prompt's tokens."""
+    if value is None or value is MISSING:
+        return 0
+    n = reader.count(field, value)
+    return 0 if n is None else min(n, prompt)
 
 
 def _shown(value: object, secret: Secrets) -> str:

@@ -40,6 +40,9 @@ class ServeOptions:
     seed: int = 0
     sim_ability: float = 0.0
     sim_thinking: float = 0.0
+    batch_delay: float = 3.0
+    batch_fail: float = 0.0
+    batch_expire: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -49,6 +52,9 @@ class ServeOptions:
             p = self.fault(kind)
             if not 0 <= p <= 1:
                 raise ConfigError(f"--fault-{kind}: must be a probability in [0, 1], got {p}")
+        for name in ("batch_fail", "batch_expire"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ConfigError(f"{_flag(name)}: must be a probability in [0, 1]")
         total = sum(self.fault(kind) for kind in FAULTS)
         if total > 1 + 1e-9:
             raise ConfigError(f"--fault-*: the fault probabilities sum to {total:g}; must be <= 1")
@@ -67,7 +73,7 @@ class ServeOptions:
                     f"{_flag(name)}: {value} per minute is less than one per --window of "
                     f"{self.window:g} s"
                 )
-        for name in ("latency", "latency_sigma", "sim_thinking"):
+        for name in ("latency", "latency_sigma", "sim_thinking", "batch_delay"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{_flag(name)}: must be >= 0, got {getattr(self, name)}")
 
@@ -95,6 +101,9 @@ _HELP = {
     "seed": "seed of the simulator, the faults and the latencies",
     "sim_ability": "the simulator's ability (logit offset; higher solves more)",
     "sim_thinking": "thinking tokens reported per output token",
+    "batch_delay": "seconds from a batch's creation until it completes (Batch APIs)",
+    "batch_fail": "probability that a request fails inside a batch",
+    "batch_expire": "probability that a batch expires with part of its work done",
 }
 
 

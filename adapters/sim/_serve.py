@@ -7,6 +7,7 @@ Routes (aiohttp on 127.0.0.1, orjson bodies, no access log):
     POST /{v1,v1beta}/models/{model}:generateContent   Gemini generateContent
     POST /{v1,v1beta}/models/{model}:batchEmbedContents, :embedContent   Gemini embeddings
     GET  /stats, POST /stats/reset                     counters (`_admission.Stats`)
+    /v1/files, /v1/batches                             OpenAI's Batch API (`_batch_routes`)
 
 Each wire format is a module with one `Wire` object (`_wire_openai`, `_wire_gemini`; `WIRES`
 below lists them); admission is shared (`_admission`), and so is what answers (`_answerer`: the
@@ -42,6 +43,7 @@ from aiohttp import web
 
 from ttc.adapters.sim._admission import Admission, Refusal
 from ttc.adapters.sim._answerer import Answerer
+from ttc.adapters.sim._batch_routes import BatchRoutes
 from ttc.adapters.sim._options import (
     FAULTS,
     ServeOptions,
@@ -83,6 +85,7 @@ class _Server:
         self.answerer = Answerer(options, suite, items)
         self.gate = Admission(options, asyncio.get_running_loop().time)
         self.stats = self.gate.stats
+        self.batch = BatchRoutes(options, self.answerer)
         self._serial = 0
         self.closing = asyncio.Event()
         self._actions: dict[str, _Handler] = {
@@ -106,6 +109,9 @@ class _Server:
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         path = request.path
+        batch = await self.batch.handle(request)
+        if batch is not None:  # counted apart, in /stats under `batch`
+            return batch
         found = self._resolve(path)
         if found is None:
             wire = next((w for w in WIRES if w.claims(path)), OPENAI)
@@ -247,13 +253,17 @@ class _Server:
             return self._reply(200, orjson.dumps(payload, option=_NUMPY), headers)
 
     async def _get_stats(self, request: web.BaseRequest, wire: Wire, route: Route) -> web.Response:
-        return web.Response(body=orjson.dumps(self.stats.as_dict()), content_type=JSON)
+        return web.Response(body=orjson.dumps(self.as_dict()), content_type=JSON)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.stats.as_dict(), "batch": self.batch.as_dict()}
 
     async def _reset_stats(
         self, request: web.BaseRequest, wire: Wire, route: Route
     ) -> web.Response:
         self.stats.reset()
-        return web.Response(body=orjson.dumps(self.stats.as_dict()), content_type=JSON)
+        self.batch.reset()
+        return web.Response(body=orjson.dumps(self.as_dict()), content_type=JSON)
 
 
 class SimServer:
@@ -270,11 +280,12 @@ class SimServer:
 
     def stats(self) -> dict[str, Any]:
         """The counters `GET /stats` returns."""
-        return self._core.stats.as_dict()
+        return self._core.as_dict()
 
     def reset_stats(self) -> None:
         """Zeroes the counters, as `POST /stats/reset` does."""
         self._core.stats.reset()
+        self._core.batch.reset()
 
 
 @contextlib.asynccontextmanager

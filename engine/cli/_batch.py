@@ -73,6 +73,17 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress log lines")
     add_metrics(parser)
+    # Batch mode (issue 11): the input through the server's own Batch API (`_batchapi`).
+    g = parser.add_argument_group("batch API")
+    g.add_argument(
+        "--via-batch-api",
+        action="store_true",
+        help="submit the input to the server's Batch API (upload, create, poll, read: half "
+        "price, hours not minutes) instead of sending each request; journaled and resumable",
+    )
+    g.add_argument(
+        "--batch-poll", type=positive_float, default=2.0, help="seconds before the first poll"
+    )
 
 
 async def cmd_batch(args: argparse.Namespace) -> int:
@@ -94,6 +105,10 @@ async def cmd_batch(args: argparse.Namespace) -> int:
             connection=Connection() if cap is None else Connection(max_response_bytes=cap),
         )
     try:
+        if args.via_batch_api:
+            from ttc.engine.cli._batchapi import via_batch_api
+
+            return await via_batch_api(args, provider)
         return await batch_main(args, provider)
     finally:
         await provider.aclose()

@@ -11,6 +11,7 @@ from pathlib import Path
 from ttc import __version__
 from ttc.engine import JUDGES, NEIGHBOUR_MODES, PRESETS
 from ttc.engine._config import POOLS
+from ttc.engine.cli._batchmode import add_batch_flags
 from ttc.engine.cli._metrics import add_metrics
 from ttc.engine.cli._provider_flags import add_provider_flags
 from ttc.engine.cli._spec import PROTOCOLS, SUITES
@@ -135,6 +136,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         help="a live status line (default: when stderr is a terminal)",
     )
     add_metrics(g)
+    add_batch_flags(p)  # batch mode: its flags in one group
     p.add_argument("--out", type=Path, help="run directory (default: runs/<timestamp>-<method>)")
     p.add_argument(
         "--resume",

@@ -26,6 +26,7 @@ from ttc.engine import (
     StopReason,
     Usage,
 )
+from ttc.engine._batch_events import BatchUpdated
 
 log = logging.getLogger("ttc")
 
@@ -76,6 +77,11 @@ class Progress(RunObserver):
         """The engine's hook: a sample that landed or failed is a finished request."""
         if isinstance(event, SampleLanded | SampleFailed):
             self.request_done()
+        elif isinstance(event, BatchUpdated):  # batch mode: the line shows the batch waited for
+            final = event.status in ("completed", "failed", "expired", "cancelled")
+            what = f"batch {event.batch_id}: {event.status.replace('_', ' ')}, " + (
+                f"{event.completed}/{event.total} done, {event.failed} failed")  # fmt: skip
+            self._waiting = None if final else (what, time.monotonic() - event.waited_s)
 
     async def run_ended(self, stopped: StopReason | None) -> None:
         """The engine's hook: no more requests; the ticker stops."""

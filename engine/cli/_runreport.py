@@ -23,6 +23,7 @@ from ttc.engine._journal import journal_lines
 from ttc.engine._plots import check_plot_path
 from ttc.engine._records import read_json
 from ttc.engine._report import _percent, _table, accuracy_of, compare_table
+from ttc.engine.cli._batchreport import batch_line
 from ttc.engine.cli._runplot import SIM_SHORT, labelled, plot_runs, test_set
 
 # The keys of a round in summary.json that the table reads.
@@ -243,7 +244,9 @@ def _block(run: RunReport) -> str:
                 _kinds(run.retries.get(t, {})),
             ]
         )
-    return "\n".join([_header(run), _table(header, rows), _totals(run)])
+    lines = [_header(run), _table(header, rows), _totals(run)]
+    batches = batch_line(run.path / "journal.jsonl")  # batch mode: re-sent requests, and why
+    return "\n".join(lines if batches is None else [*lines, batches])
 
 
 def _totals(run: RunReport) -> str:

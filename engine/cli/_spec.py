@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from ttc.engine import RunConfig, Sampling
+from ttc.engine.cli._batchmode import BatchSpec, batch_spec
 
 SUITES = ("reasoning_gym", "math500", "minerva", "gpqa", "livecodebench", "custom")
 PROVIDERS = ("sim", "openai", "gemini")
@@ -145,6 +146,8 @@ class RunSpec:
     argv: tuple[str, ...] = ()
     # `ttc compare`'s protocol (PROTOCOLS); None for `ttc run`.
     protocol: str | None = None
+    # --batch: the provider's Batch API (None: every request synchronously).
+    batch: BatchSpec | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, argv: Sequence[str] = ()) -> RunSpec:
@@ -215,6 +218,7 @@ class RunSpec:
             metrics_addr=args.metrics_addr,
             argv=tuple(argv),
             protocol=protocol,
+            batch=batch_spec(args),
         )
 
     @property

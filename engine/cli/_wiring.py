@@ -37,6 +37,7 @@ from ttc.engine import (
 )
 from ttc.engine._prices import Price, parse_price
 from ttc.engine._rundir import output_tokens_of
+from ttc.engine.cli._batchmode import attach_batch, batch_price
 from ttc.engine.cli._progress import Progress
 from ttc.engine.cli._spec import ProviderSpec, RunSpec, SuiteSpec
 
@@ -275,9 +276,14 @@ async def wire(
         for role in config.roles:
             wired.roles[role] = role_provider_from(spec, role, suite, items)
         wired.price = parse_price(spec.price) if spec.price else None
+        if spec.batch is not None:  # batch mode: the policy's Batch API, and its rate
+            attach_batch(policy, spec.batch)
+            wired.price = batch_price(wired.price, policy.model, spec.batch)
         wired.embedder = embedder or embedder_from(spec)
         yield wired
     finally:
+        if policy.batch is not None:
+            await policy.batch.aclose()
         await wired.aclose()
 
 

@@ -1,0 +1,200 @@
+"""OpenAI's Batch API (and any OpenAI-compatible server's, `ttc serve` included) through the
+official `openai` client: the control plane of batch mode (a few calls per batch).
+
+    upload   files.create(purpose="batch")            a JSONL file of chat-completion requests
+    create   batches.create(completion_window="24h",  tagged with metadata {"ttc_tag": tag}
+             endpoint="/v1/chat/completions")
+    poll     batches.retrieve
+    results  files.content(output_file_id), files.content(error_file_id)
+    find     batches.list, newest first, for a batch whose metadata holds the tag
+
+Each request line is the body `OpenAIProvider` sends synchronously, and each answer is read by
+it too, so a batch's answers, usage and "simulated" label are those of the synchronous path.
+Errors (the one `_translate`):
+
+    openai                                          ttc
+    ─────────────────────────────────────────────   ───────────────────────────────────────────
+    APIStatusError                                  by status, as the synchronous path
+                                                    (`status_error`: 429 RateLimited, 5xx
+                                                    Transient, 401/403 Fatal, 4xx BadRequest)
+    APIConnectionError, APITimeoutError             Transient
+
+A request's own result: status 200 → its completion; another status → that status's error
+(`failed`; a 4xx is not sent again); error `batch_expired` / `batch_cancelled` → Transient
+(`expired` / `cancelled`: sent again in a new batch).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal, cast, get_args
+
+import openai
+import orjson
+
+from ttc.adapters.providers._http import redact, status_error
+from ttc.adapters.providers._openai import OpenAIProvider
+from ttc.engine import (
+    BadRequest,
+    BatchAPI,
+    BatchResult,
+    BatchStatus,
+    Fatal,
+    ProviderError,
+    Request,
+    Transient,
+    redact_json,
+)
+
+__all__ = ["OpenAIBatchAPI"]
+
+Endpoint = Literal["/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses"]
+_ENDPOINT: Endpoint = "/v1/chat/completions"
+_REASONS = {"batch_expired": "expired", "batch_cancelled": "cancelled"}
+# How far back `find` looks for a batch by its tag: batches live 24 h (their window), and a
+# resume comes later than that only after they expired.
+_FIND_PAGES = 20
+
+
+class OpenAIBatchAPI(BatchAPI):
+    """The Batch API of `provider`'s server, with its key and base URL."""
+
+    name = "openai-batch"
+
+    def __init__(self, provider: OpenAIProvider, *, fallback_sync: bool = False,
+                 poll_s: tuple[float, float] = (1.0, 60.0)) -> None:  # fmt: skip
+        self.provider = provider
+        self.fallback_sync = fallback_sync
+        self.poll_s = poll_s
+        base = provider._base
+        headers = {} if base.authorization is None else {"Authorization": base.authorization}
+        query = dict(
+            part.split("=", 1) for part in base.query.lstrip("?").split("&") if "=" in part
+        )
+        self._client = openai.AsyncOpenAI(
+            base_url=base.root,
+            api_key=provider._key or "none",
+            default_headers=headers or None,
+            default_query=query or None,
+            max_retries=2,
+            timeout=300.0,
+        )
+        self._secrets = provider._secrets
+
+    def encode(self, custom_id: str, request: Request) -> bytes:
+        """The synchronous path's body, as a Batch input line."""
+        line = {"custom_id": custom_id, "method": "POST", "url": _ENDPOINT,
+                "body": self.provider._body(request)}  # fmt: skip
+        return orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
+
+    async def upload(self, data: bytes, name: str) -> str:
+        with self._translate():
+            created = await self._client.files.create(file=(name, data), purpose="batch")
+        return created.id
+
+    async def create(self, file_id: str, tag: str, endpoint: str = _ENDPOINT) -> BatchStatus:
+        """A batch of an uploaded file for `endpoint` (the requests' url; chat completions by
+        default)."""
+        if endpoint not in get_args(Endpoint):
+            raise BadRequest(f"{self.provider.name} batch: no Batch API for {endpoint!r}")
+        with self._translate():
+            batch = await self._client.batches.create(
+                input_file_id=file_id,
+                endpoint=cast(Endpoint, endpoint),
+                completion_window="24h",
+                metadata={"ttc_tag": tag},
+            )
+        return _status(batch)
+
+    async def poll(self, batch_id: str) -> BatchStatus:
+        with self._translate():
+            return _status(await self._client.batches.retrieve(batch_id))
+
+    async def find(self, tag: str) -> BatchStatus | None:
+        with self._translate():
+            page = await self._client.batches.list(limit=100)
+            for _ in range(_FIND_PAGES):
+                for batch in page.data:
+                    if (batch.metadata or {}).get("ttc_tag") == tag:
+                        return _status(batch)
+                if not page.has_next_page():
+                    return None
+                page = await page.get_next_page()
+        return None
+
+    async def results(
+        self, status: BatchStatus, requests: Mapping[str, Request]
+    ) -> list[BatchResult]:
+        return [self._result(line, requests) for line in await self.output_lines(status)]
+
+    async def output_lines(self, status: BatchStatus) -> list[dict[str, Any]]:
+        """The lines of a finished batch's output and error files, as the vendor wrote them
+        (the Batch output format), the key and URL credentials redacted."""
+        found: list[dict[str, Any]] = []
+        for file_id in (status.output, status.errors):
+            if file_id is None:
+                continue
+            with self._translate():
+                content = await self._client.files.content(file_id)
+            for raw in content.read().splitlines():
+                if raw.strip():
+                    found.append(redact_json(orjson.loads(raw), self._secrets))
+        return found
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    def _result(self, line: dict[str, Any], requests: Mapping[str, Request]) -> BatchResult:
+        cid = str(line.get("custom_id"))
+        request = requests.get(cid)
+        error, response = line.get("error"), line.get("response")
+        if isinstance(error, dict):
+            code = str(error.get("code") or "")
+            reason = {"batch_expired": "expired", "batch_cancelled": "cancelled"}.get(
+                code, "failed"
+            )
+            said = redact(str(error.get("message") or code), self._secrets)
+            return BatchResult(cid, None, Transient(f"batch: {code}: {said}"), reason)
+        if not isinstance(response, dict) or request is None:
+            return BatchResult(cid, None, Transient("batch: a result with no response"), "failed")
+        status, body = int(response.get("status_code") or 0), response.get("body")
+        if status != 200:
+            err = status_error(status, {}, body, who=self.provider.name, secret=self._secrets)
+            return BatchResult(cid, None, err, "failed")
+        try:
+            completion = self.provider._completion(body, None, 0.0, request)
+        except ProviderError as exc:
+            return BatchResult(cid, None, exc, "failed")
+        return BatchResult(cid, completion)
+
+    @contextlib.contextmanager
+    def _translate(self) -> Iterator[None]:
+        who = self.provider.name
+        try:
+            yield
+        except openai.APIStatusError as exc:
+            headers = dict(exc.response.headers)
+            raise status_error(exc.status_code, headers, exc.body, who=who,
+                               secret=self._secrets) from None  # fmt: skip
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            said = redact(str(exc), self._secrets)
+            raise Transient(f"{who} batch: {type(exc).__name__}: {said}") from None
+        except openai.OpenAIError as exc:
+            raise Fatal(f"{who} batch: {redact(str(exc), self._secrets)}") from None
+
+
+def _status(batch: Any) -> BatchStatus:
+    counts = batch.request_counts
+    errors = batch.errors.data if batch.errors is not None and batch.errors.data else []
+    message = "; ".join(f"{e.code}: {e.message} (line {e.line})" for e in errors)
+    return BatchStatus(
+        id=batch.id,
+        status=batch.status,
+        total=counts.total if counts else 0,
+        completed=counts.completed if counts else 0,
+        failed=counts.failed if counts else 0,
+        output=batch.output_file_id,
+        errors=batch.error_file_id,
+        message=message,
+    )

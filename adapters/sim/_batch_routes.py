@@ -1,0 +1,218 @@
+"""`ttc serve`'s Batch API routes: paths to the batch stores (OpenAI's `_batch_openai`,
+Gemini's `_batch_gemini`), and their HTTP replies.
+
+The server (`_serve`) asks `BatchRoutes.handle` first; a path that is not a batch route is
+None, and goes on to the synchronous routes. Every call of a batch route is counted in
+`/stats` under `batch` (`by_route`), never with the synchronous routes, and no batch route
+passes the rate limits or the fault draws of the synchronous ones (a Batch API has its own
+queue: its requests are answered by the sim model when their batch's time is up).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from ttc.adapters.sim._admission import Stats
+from ttc.adapters.sim._answerer import Answerer
+from ttc.adapters.sim._batch_gemini import GeminiBatches
+from ttc.adapters.sim._batch_openai import OpenAIBatches
+from ttc.adapters.sim._options import ServeOptions
+from ttc.adapters.sim._wire import JSON, Invalid, Route
+from ttc.adapters.sim._wire_gemini import GEMINI
+from ttc.adapters.sim._wire_openai import OPENAI
+
+__all__ = ["BatchRoutes"]
+
+_CHAT = Route("POST", "generate", "")
+_FILE = re.compile(r"^/v1/files/([^/]+)(/content)?$")
+_BATCH = re.compile(r"^/v1/batches/([^/]+)(/cancel)?$")
+_G_CREATE = re.compile(r"^/v1(?:beta)?/models/([^/:]+):batchGenerateContent$")
+_G_BATCH = re.compile(r"^/v1(?:beta)?/batches/([^/:]+)(:cancel)?$")
+_G_LIST = re.compile(r"^/v1(?:beta)?/batches$")
+
+
+class BatchRoutes:
+    """OpenAI's `/v1/files` and `/v1/batches`, answered by the server's sim model."""
+
+    def __init__(self, options: ServeOptions, answerer: Answerer) -> None:
+        self.openai = OpenAIBatches(
+            options.batch_delay, options.batch_fail, options.batch_expire, options.seed
+        )
+        self.stats = self.openai.stats
+        self.gemini = GeminiBatches(options.batch_delay, options.batch_fail,
+                                    options.batch_expire, options.seed, self.stats)  # fmt: skip
+        self._answerer = answerer
+        # The prompts the batches' requests carried (warm-up, adaptive, unknown), apart.
+        self._prompts = Stats()
+        self._serial = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counters, as `/stats` shows them under `batch`."""
+        return {**self.stats.as_dict(), "prompts": dict(self._prompts.prompts)}
+
+    def reset(self) -> None:
+        """Zeroes the counters (the files and batches stay)."""
+        self.stats.reset()
+        self._prompts.prompts.clear()
+
+    async def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """One batch line's body, answered as the synchronous route answers it."""
+        try:
+            call = OPENAI.parse(body, _CHAT)
+        except Invalid as exc:
+            return 400, orjson.loads(OPENAI.error(400, str(exc)))
+        completion = await self._answerer.answer(call, self._prompts)
+        self._serial += 1
+        return 200, OPENAI.body(call, completion, self._serial)
+
+    async def answer_gemini(self, body: dict[str, Any], model: str) -> tuple[int, dict[str, Any]]:
+        """One Gemini batch request, answered as the synchronous generateContent answers it."""
+        route = Route("POST", "generate", "", model, "generateContent")
+        try:
+            call = GEMINI.parse(body, route)
+        except Invalid as exc:
+            return 400, {"code": 400, "message": str(exc), "status": "INVALID_ARGUMENT"}
+        completion = await self._answerer.answer(call, self._prompts)
+        self._serial += 1
+        return 200, GEMINI.body(call, completion, self._serial)
+
+    async def handle(self, request: web.BaseRequest) -> web.Response | None:
+        """The reply of a batch route, or None when the path is not one."""
+        path, method = request.path, request.method
+        name = _route_name(path, method)
+        if name is None:
+            return None
+        self.stats.route(name)
+        wire = GEMINI if name.startswith("gemini.") else OPENAI
+        try:
+            if wire is GEMINI:
+                return await self._gemini(name, request)
+            return await self._dispatch(name, request)
+        except Invalid as exc:
+            return _reply(400, wire.error(400, str(exc)))
+
+    async def _gemini(self, name: str, request: web.BaseRequest) -> web.Response:
+        store, answer = self.gemini, self.answer_gemini
+        if name == "gemini.batches.create":
+            found = _G_CREATE.match(request.path)
+            raw = await request.read()
+            model = found.group(1) if found else ""
+            return _json(store.create(model, await _body(request, raw), len(raw)))
+        if name == "gemini.batches.list":
+            size = _limit(request.query.get("pageSize", "50"), 1000)
+            return _json(await store.listing(size, request.query.get("pageToken", ""), answer))
+        found = _G_BATCH.match(request.path)
+        batch = f"batches/{found.group(1)}" if found else ""
+        if name == "gemini.batches.cancel":
+            obj = await store.cancel(batch, answer)
+        else:
+            obj = await store.get(batch, answer)
+        if obj is None:
+            return _reply(404, GEMINI.error(404, f"Batch {batch} not found"))
+        return _json(obj)
+
+    async def _dispatch(self, name: str, request: web.BaseRequest) -> web.Response:
+        store = self.openai
+        if name == "openai.files.upload":
+            return _json(await self._upload(request))
+        if name in ("openai.files.retrieve", "openai.files.content"):
+            found = _FILE.match(request.path)
+            stored = store.file(found.group(1)) if found else None
+            if stored is None:
+                return _missing("file")
+            if name == "openai.files.content":
+                return web.Response(body=stored.data, content_type="application/octet-stream")
+            return _json(stored.as_object())
+        if name == "openai.batches.create":
+            return _json(store.create(await _body(request)))
+        if name == "openai.batches.list":
+            after = request.query.get("after")
+            limit = _limit(request.query.get("limit", "20"))
+            return _json(await store.listing(after, limit, self.answer))
+        found = _BATCH.match(request.path)
+        batch_id = found.group(1) if found else ""
+        if name == "openai.batches.cancel":
+            obj = await store.cancel(batch_id, self.answer)
+        else:
+            obj = await store.retrieve(batch_id, self.answer)
+        return _missing("batch") if obj is None else _json(obj)
+
+    async def _upload(self, request: web.BaseRequest) -> dict[str, Any]:
+        form = await request.post()
+        upload = form.get("file")
+        purpose = form.get("purpose")
+        if not isinstance(upload, web.FileField):
+            raise Invalid("file: a multipart file field is required")
+        if not isinstance(purpose, str):
+            raise Invalid("purpose: required")
+        return self.openai.upload(upload.file.read(), upload.filename, purpose)
+
+
+def _route_name(path: str, method: str) -> str | None:
+    # Gemini's paths: v1beta, a model's action, or a batch of its own (`batches/sim…`, where
+    # OpenAI's ids are `batch_…`); /v1/batches itself is OpenAI's list.
+    own = _G_BATCH.match(path)
+    if path.startswith(("/v1beta/", "/v1/models/")) or (own and own.group(1).startswith("sim")):
+        return _gemini_route(path, method)
+    if path == "/v1/files":
+        return "openai.files.upload" if method == "POST" else None
+    if path == "/v1/batches":
+        return {"POST": "openai.batches.create", "GET": "openai.batches.list"}.get(method)
+    found = _FILE.match(path)
+    if found is not None and method == "GET":
+        return "openai.files.content" if found.group(2) else "openai.files.retrieve"
+    found = _BATCH.match(path)
+    if found is not None:
+        if found.group(2):
+            return "openai.batches.cancel" if method == "POST" else None
+        return "openai.batches.retrieve" if method == "GET" else None
+    return None
+
+
+def _gemini_route(path: str, method: str) -> str | None:
+    if _G_CREATE.match(path):
+        return "gemini.batches.create" if method == "POST" else None
+    if _G_LIST.match(path):
+        return "gemini.batches.list" if method == "GET" else None
+    found = _G_BATCH.match(path)
+    if found is None:
+        return None
+    if found.group(2):
+        return "gemini.batches.cancel" if method == "POST" else None
+    return "gemini.batches.get" if method == "GET" else None
+
+
+def _limit(raw: str, most: int = 100) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise Invalid(f"limit: expected an integer, got {raw!r}") from None
+    if not 1 <= value <= most:
+        raise Invalid(f"limit: must be in [1, {most}], got {value}")
+    return value
+
+
+async def _body(request: web.BaseRequest, raw: bytes | None = None) -> dict[str, Any]:
+    try:
+        body = orjson.loads(await request.read() if raw is None else raw)
+    except orjson.JSONDecodeError as exc:
+        raise Invalid(f"the body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise Invalid("the body must be a JSON object")
+    return body
+
+
+def _json(obj: dict[str, Any]) -> web.Response:
+    return _reply(200, orjson.dumps(obj))
+
+
+def _missing(what: str) -> web.Response:
+    return _reply(404, OPENAI.error(404, f"No such {what}", code="not_found"))
+
+
+def _reply(status: int, body: bytes) -> web.Response:
+    return web.Response(body=body, status=status, content_type=JSON)

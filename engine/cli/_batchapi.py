@@ -1,0 +1,192 @@
+"""`ttc batch IN --out OUT --via-batch-api`: an OpenAI Batch input file submitted to a real Batch
+API (OpenAI's, or any compatible server's: `ttc serve`), journaled and resumable.
+
+    validate every line ─► split (by url; 50,000 requests or 200 MB a file) ─► per part:
+      upload ─► create (tagged by the input's sha256 and the part) ─► poll ... ─► read output
+      and error files ─► OUT in input order, one line per input line
+
+`OUT.jsonl.batchapi` journals the input's sha256 and each part's file and batch id the moment
+it exists; the same command again polls those batches (and, for a part whose batch id was not
+journaled, asks the server for a batch with its tag) and never creates a second batch for a
+part. The output is the Batch output format of `ttc batch` (the vendor's own lines); a request a
+batch did not answer (it expired, or was cancelled) gets an `error` line saying so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from ttc.engine import ConfigError, ProviderError
+from ttc.engine._records import read_lines
+from ttc.engine.cli._batchio import BatchJob, InputScan, iter_jobs, scan_input
+
+if TYPE_CHECKING:
+    from ttc.adapters import OpenAIProvider
+    from ttc.adapters.providers import OpenAIBatchAPI
+
+__all__ = ["via_batch_api"]
+
+MAX_REQUESTS = 50_000
+MAX_BYTES = 200 * 1024 * 1024
+_UNDONE = {"expired": "batch_expired", "cancelled": "batch_cancelled", "failed": "batch_failed"}
+
+
+@dataclass(slots=True)
+class _Part:
+    number: int
+    url: str
+    ids: list[str]
+    data: bytes
+    file_id: str | None = None
+    batch_id: str | None = None
+
+
+class _Journal:
+    """`OUT.batchapi`: one JSON line per fact, each written and fsynced at once (a few lines)."""
+
+    def __init__(self, path: Path, scan: InputScan) -> None:
+        self.path = path
+        self.facts: list[dict[str, Any]] = []
+        if path.exists():
+            for lineno, raw in read_lines(path, torn_tail=True):
+                fact = orjson.loads(raw)
+                if fact.get("ev") == "start" and fact.get("sha256") != scan.sha256:
+                    raise ConfigError(
+                        f"{path}:{lineno}: this journal is of another input (sha256 "
+                        f"{str(fact.get('sha256'))[:12]}…); remove it or choose another --out"
+                    )
+                self.facts.append(fact)
+        if not self.facts:
+            self.write({"ev": "start", "sha256": scan.sha256, "requests": scan.count})
+
+    def write(self, fact: dict[str, Any]) -> None:
+        with self.path.open("ab") as out:
+            out.write(orjson.dumps({**fact, "at": round(time.time(), 3)}) + b"\n")
+            out.flush()
+            os.fsync(out.fileno())
+        self.facts.append(fact)
+
+    def known(self, kind: str, part: int) -> str | None:
+        found = [f["id"] for f in self.facts if f.get("ev") == kind and f.get("part") == part]
+        return found[-1] if found else None
+
+
+def _parts(jobs: list[BatchJob], model: str | None) -> list[_Part]:
+    parts: list[_Part] = []
+    current: dict[str, _Part] = {}
+    for job in jobs:
+        body = job.body if model is None else {**job.body, "model": model}
+        line = orjson.dumps({"custom_id": job.custom_id, "method": "POST", "url": job.url,
+                             "body": body}) + b"\n"  # fmt: skip
+        part = current.get(job.url)
+        if part is None or len(part.ids) >= MAX_REQUESTS or len(part.data) + len(line) > MAX_BYTES:
+            part = current[job.url] = _Part(len(parts), job.url, [], b"")
+            parts.append(part)
+        part.ids.append(job.custom_id)
+        part.data += line
+    return parts
+
+
+async def _submit(api: OpenAIBatchAPI, journal: _Journal, part: _Part, tag: str) -> None:
+    part.batch_id = journal.known("batch", part.number)
+    if part.batch_id is not None:
+        return
+    found = await api.find(tag) if len(journal.facts) > 1 else None
+    if found is not None:
+        part.batch_id = found.id
+        journal.write({"ev": "batch", "part": part.number, "id": found.id, "found": True})
+        return
+    part.file_id = journal.known("file", part.number)
+    if part.file_id is None:
+        part.file_id = await api.upload(part.data, f"{tag}.jsonl")
+        journal.write({"ev": "file", "part": part.number, "id": part.file_id})
+    status = await api.create(part.file_id, tag, part.url)
+    part.batch_id = status.id
+    journal.write({"ev": "batch", "part": part.number, "id": status.id})
+
+
+async def _wait(api: OpenAIBatchAPI, parts: list[_Part], first_s: float,
+                say: Callable[[str], None]) -> dict[int, Any]:  # fmt: skip
+    """Polls every part's batch until each has ended; the final statuses by part."""
+    done: dict[int, Any] = {}
+    delay, started, errors = first_s, time.monotonic(), 0
+    seen: dict[int, str] = {}
+    while len(done) < len(parts):
+        await asyncio.sleep(delay)
+        delay = min(60.0, delay * 1.5)
+        for part in parts:
+            if part.number in done or part.batch_id is None:
+                continue
+            try:
+                status = await api.poll(part.batch_id)
+            except ProviderError as exc:
+                errors += 1
+                if not exc.retryable or errors > 30:
+                    raise
+                say(f"polling batch {part.batch_id} failed ({exc}); polling again later")
+                continue
+            errors = 0
+            if seen.get(part.number) != status.status:
+                seen[part.number] = status.status
+                say(f"batch {status.id}: {status.status.replace('_', ' ')}, {status.completed}/"
+                    f"{status.total} done, {status.failed} failed, waited "
+                    f"{time.monotonic() - started:.0f} s")  # fmt: skip
+            if status.final:
+                done[part.number] = status
+    return done
+
+
+async def via_batch_api(args: argparse.Namespace, provider: OpenAIProvider) -> int:
+    """Submits the input through the Batch API; writes OUT. 0 written; 130 interrupted."""
+    from ttc.adapters.providers import OpenAIBatchAPI
+
+    out = Path(args.out)
+    scan = scan_input(Path(args.input), need_model=args.model is None)
+    jobs = list(iter_jobs(scan.path, bytearray()))
+    journal = _Journal(out.with_name(out.name + ".batchapi"), scan)
+
+    def say(text: str) -> None:
+        if not args.quiet:
+            print(f"ttc batch: {text}", file=sys.stderr, flush=True)
+
+    api = OpenAIBatchAPI(provider, poll_s=(args.batch_poll, 60.0))
+    started = time.monotonic()
+    try:
+        parts = _parts(jobs, args.model)
+        for part in parts:
+            await _submit(api, journal, part, f"ttc-batch-{scan.sha256[:16]}-p{part.number}")
+            say(f"part {part.number + 1}/{len(parts)}: batch {part.batch_id} "
+                f"({len(part.ids):,} requests)")  # fmt: skip
+        statuses = await _wait(api, parts, args.batch_poll, say)
+        lines: dict[str, dict[str, Any]] = {}
+        for part in parts:
+            status = statuses[part.number]
+            for line in await api.output_lines(status):
+                lines[str(line.get("custom_id"))] = line
+            for cid in part.ids:
+                if cid not in lines:
+                    code = _UNDONE.get(status.status, "batch_incomplete")
+                    lines[cid] = {"id": None, "custom_id": cid, "response": None,
+                                  "error": {"code": code, "message": f"its batch {status.id} "
+                                            f"ended {status.status} before it ran"}}  # fmt: skip
+    finally:
+        await api.aclose()
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_bytes(b"".join(orjson.dumps(lines[job.custom_id]) + b"\n" for job in jobs))
+    tmp.replace(out)
+    answered = sum(1 for x in lines.values() if (x.get("response") or {}).get("status_code") == 200)
+    print(f"batch: {len(jobs):,} requests through the Batch API in {len(parts)} batch(es): "
+          f"{answered:,} answered, {len(jobs) - answered:,} with an error or a 4xx; "
+          f"{time.monotonic() - started:.1f} s")  # fmt: skip
+    print(f"output: {out}")
+    return 0

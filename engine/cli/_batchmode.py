@@ -1,0 +1,96 @@
+"""Batch mode on the command line: `--batch` and its flags, and the Batch API it attaches to the
+policy model's provider (`Provider.batch`), for `ttc run`, `ttc compare` and `ttc resume` (which
+keeps the run's own command line, `--batch` included)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from ttc.engine import ConfigError, Provider
+from ttc.engine._prices import Price, parse_batch_discount, price_for
+from ttc.engine.cli._usage import positive_float
+
+__all__ = ["BatchSpec", "add_batch_flags", "attach_batch", "batch_price", "batch_spec"]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSpec:
+    """How a run uses its provider's Batch API."""
+
+    # Requests a batch did not answer: a new batch ("batch") or the synchronous path ("sync").
+    fallback: str = "batch"
+    # --batch-discount: the share off the list price (None: the price table's batch rate).
+    discount: float | None = None
+    # The first wait between polls (it grows by half each poll, up to a minute).
+    poll_s: float = 2.0
+
+
+def add_batch_flags(p: argparse.ArgumentParser) -> None:
+    """The batch-mode flags, in their own group."""
+    g = p.add_argument_group("batch mode (the provider's Batch API: half price, a round waits)")
+    g.add_argument(
+        "--batch",
+        action="store_true",
+        help="send each round's samples (those the cache does not answer) through the "
+        "provider's Batch API (openai, gemini), billed at the batch rate",
+    )
+    g.add_argument(
+        "--batch-fallback",
+        choices=("batch", "sync"),
+        default="batch",
+        help="requests that failed in a batch, or whose batch expired or was cancelled: in a "
+        "new batch, or through the synchronous path",
+    )
+    g.add_argument(
+        "--batch-discount",
+        type=_discount,
+        default=None,
+        help="the share off the list price a batch's tokens get (default: 0.5, the vendors')",
+    )
+    g.add_argument(
+        "--batch-poll",
+        type=positive_float,
+        default=2.0,
+        help="seconds before a batch's first poll; each wait is half again as long, up to 60",
+    )
+
+
+def _discount(text: str) -> float:
+    try:
+        return parse_batch_discount(text)
+    except ConfigError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
+
+
+def batch_spec(args: argparse.Namespace) -> BatchSpec | None:
+    """The batch mode the flags ask for, or None without --batch."""
+    if not getattr(args, "batch", False):
+        return None
+    return BatchSpec(args.batch_fallback, args.batch_discount, args.batch_poll)
+
+
+def attach_batch(provider: Provider, spec: BatchSpec) -> None:
+    """Sets `provider.batch` to its vendor's Batch API (ConfigError for a provider with none)."""
+    from ttc.adapters import GeminiProvider, OpenAIProvider
+    from ttc.adapters.providers import GeminiBatchAPI, OpenAIBatchAPI
+
+    poll = (spec.poll_s, max(60.0, spec.poll_s))
+    sync = spec.fallback == "sync"
+    if isinstance(provider, OpenAIProvider):
+        provider.batch = OpenAIBatchAPI(provider, fallback_sync=sync, poll_s=poll)
+    elif isinstance(provider, GeminiProvider):
+        provider.batch = GeminiBatchAPI(provider, fallback_sync=sync, poll_s=poll)
+    else:
+        raise ConfigError(
+            f"--batch: the {provider.name} provider has no Batch API; use --provider openai or "
+            "gemini (a rehearsal: `ttc serve`, then --provider openai --base-url URL)"
+        )
+
+
+def batch_price(price: Price | None, model: str, spec: BatchSpec | None) -> Price | None:
+    """The run's price with --batch-discount applied (None: the table's, unchanged)."""
+    if spec is None or spec.discount is None:
+        return price
+    base = price or price_for(model)
+    return None if base is None else base.with_batch_discount(spec.discount)
