@@ -1,5 +1,7 @@
-"""LLM providers: OpenAI(-compatible) over our own aiohttp session, Gemini through google-genai."""
+"""LLM providers: OpenAI(-compatible) and Anthropic over our own aiohttp session, Gemini through
+google-genai."""
 
+from ttc.adapters.providers._anthropic import AnthropicProvider
 from ttc.adapters.providers._connection import Connection
 from ttc.adapters.providers._gemini import GeminiProvider
 from ttc.adapters.providers._http import (
@@ -15,6 +17,7 @@ from ttc.adapters.providers._openai import OpenAIProvider
 __all__ = [
     "SIM_FINGERPRINT",
     "SIM_MODEL_SUFFIX",
+    "AnthropicProvider",
     "Connection",
     "GeminiProvider",
     "MissingKey",

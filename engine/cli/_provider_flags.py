@@ -23,9 +23,9 @@ def add_provider_flags(p: argparse.ArgumentParser) -> None:
         "--provider",
         choices=PROVIDERS,
         default="sim",
-        help="sim (offline); openai (and any OpenAI-compatible server); gemini",
+        help="sim (offline); openai (and any OpenAI-compatible server); gemini; anthropic",
     )
-    g.add_argument("--model", help="model name (required with openai and gemini)")
+    g.add_argument("--model", help="model name (required with every provider but sim)")
     g.add_argument(
         "--base-url",
         help="API base URL, e.g. http://127.0.0.1:8000/v1 for vLLM or `ttc serve` (default: the "
@@ -34,7 +34,7 @@ def add_provider_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--api-key-env",
         help="the NAME of the environment variable holding the API key (default: OPENAI_API_KEY; "
-        "gemini: GEMINI_API_KEY or GOOGLE_API_KEY)",
+        "gemini: GEMINI_API_KEY or GOOGLE_API_KEY; anthropic: ANTHROPIC_API_KEY)",
     )
     g.add_argument("--concurrency", type=positive_int, default=64, help="requests in flight")
     g.add_argument("--rpm", type=positive_float, help="requests per minute (default: unlimited)")
@@ -47,9 +47,16 @@ def add_provider_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--temperature", type=natural_float, help=f"sampling temperature {api}")
     g.add_argument("--top-p", type=share, help=f"nucleus top_p, in (0, 1] {api}")
     g.add_argument("--top-k", type=positive_int, help=f"top_k {api}")
-    g.add_argument("--max-tokens", type=positive_int, help=f"output tokens per request {api}")
     g.add_argument(
-        "--thinking-budget", type=natural_int, help=f"Gemini: thinking tokens per request {api}"
+        "--max-tokens",
+        type=positive_int,
+        help=f"output tokens per request {api}; anthropic: 8192 (plus the thinking budget)",
+    )
+    g.add_argument(
+        "--thinking-budget",
+        type=natural_int,
+        help=f"Gemini, Anthropic: thinking tokens per request {api}; anthropic: >= 1024 turns "
+        "extended thinking on (0: off)",
     )
     g.add_argument(
         "--reasoning-effort",

@@ -17,16 +17,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from ttc.engine import RunConfig, Sampling
+from ttc.engine import ConfigError, RunConfig, Sampling
 
 SUITES = ("reasoning_gym", "math500", "minerva", "gpqa", "livecodebench", "custom")
-PROVIDERS = ("sim", "openai", "gemini")
+PROVIDERS = ("sim", "openai", "gemini", "anthropic")
 # `ttc compare`'s protocols: the paper's (unif matched to elim's output tokens, Appendix A's
 # decoding) or none (unif samples every round; decoding as the flags say).
 PROTOCOLS = ("paper", "none")
 # Appendix A's output limits, and the OpenAI models that reason (no temperature, top_p, top_k).
 PAPER_MAX_TOKENS = {"gemini": 65_536, "openai": 32_768}
 REASONING_MODEL = re.compile(r"^(gpt-5|o\d)")
+ANTHROPIC_MIN_THINKING = 1024
 
 
 def paper_decoding(provider: str, model: str | None) -> Sampling:
@@ -43,6 +44,31 @@ def given_over(base: Sampling, given: Sampling) -> Sampling:
     """`base` with every setting `given` sets (not None) in its place."""
     set_ = {f.name: getattr(given, f.name) for f in fields(given)}
     return replace(base, **{name: value for name, value in set_.items() if value is not None})
+
+
+def check_anthropic_decoding(given: Sampling) -> None:
+    """Refuses the decoding Anthropic's extended thinking refuses, naming the flag: a budget
+    under 1024, one not under --max-tokens, and with it --temperature (but 1), --top-k, or a
+    --top-p under 0.95."""
+    budget = given.thinking_budget
+    if not budget:
+        return
+    if budget < ANTHROPIC_MIN_THINKING:
+        raise ConfigError(
+            f"--thinking-budget: Anthropic's extended thinking takes at least "
+            f"{ANTHROPIC_MIN_THINKING} tokens (0: off), got {budget}"
+        )
+    if given.max_output_tokens is not None and given.max_output_tokens <= budget:
+        raise ConfigError(
+            f"--max-tokens: must be more than --thinking-budget ({budget}) with --provider "
+            f"anthropic, got {given.max_output_tokens}"
+        )
+    if given.temperature is not None and given.temperature != 1:
+        raise ConfigError("--temperature: Anthropic takes none but 1 with --thinking-budget")
+    if given.top_k is not None:
+        raise ConfigError("--top-k: Anthropic takes none with --thinking-budget")
+    if given.top_p is not None and given.top_p < 0.95:
+        raise ConfigError("--top-p: Anthropic takes one in [0.95, 1] with --thinking-budget")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +187,10 @@ class RunSpec:
             verbosity=args.verbosity,
         )
         if protocol == "paper":  # a decoding flag given still wins
-            sampling = given_over(paper_decoding(args.provider, args.model), sampling)
+            base = paper_decoding(args.provider, args.model)
+            if args.provider == "anthropic" and args.thinking_budget:  # see check_anthropic_...
+                base = replace(base, temperature=None, top_p=None, top_k=None)
+            sampling = given_over(base, sampling)
         return cls(
             suite=SuiteSpec.from_args(args),
             provider=ProviderSpec(

@@ -38,7 +38,7 @@ from ttc.engine import (
 from ttc.engine._prices import Price, parse_price
 from ttc.engine._rundir import output_tokens_of
 from ttc.engine.cli._progress import Progress
-from ttc.engine.cli._spec import ProviderSpec, RunSpec, SuiteSpec
+from ttc.engine.cli._spec import ProviderSpec, RunSpec, SuiteSpec, check_anthropic_decoding
 
 # The role models' flags, named in their errors.
 ROLE_FLAGS = {"judge": "judge_model", "difficulty": "difficulty_model"}
@@ -159,7 +159,8 @@ def api_provider(
     api_key_env: str | None,
     max_response_bytes: int | None = None,
 ) -> Provider:
-    """An OpenAI(-compatible) or Gemini provider; a missing model or key is a ConfigError."""
+    """An OpenAI(-compatible), Gemini or Anthropic provider; a missing model or key is a
+    ConfigError."""
     from ttc.adapters import Connection
     from ttc.adapters.providers import require_env_name
 
@@ -183,6 +184,15 @@ def api_provider(
 
         return GeminiProvider(
             model, base_url=base_url, api_key_env=api_key_env, connection=connection
+        )
+    if kind == "anthropic":
+        from ttc.adapters.providers import AnthropicProvider
+
+        return AnthropicProvider(
+            model,
+            base_url=base_url or "https://api.anthropic.com",
+            api_key_env=api_key_env or "ANTHROPIC_API_KEY",
+            connection=connection,
         )
     raise ConfigError(f"--provider: unknown provider {kind!r}")
 
@@ -267,6 +277,8 @@ async def wire(
 ) -> AsyncIterator[Wired]:
     """Builds the run's models, cache, price and embedder (`provider` and `embedder`, when
     given, are used instead of the spec's); closes them on the way out."""
+    if spec.provider.kind == "anthropic" and provider is None:
+        check_anthropic_decoding(spec.sampling)
     policy = provider or provider_from(spec.provider, spec.seed, suite, items)
     wired = Wired(suite, policy)
     try:
