@@ -1,7 +1,8 @@
-"""LLM providers: OpenAI(-compatible) and Anthropic over our own aiohttp session, Gemini through
-google-genai."""
+"""LLM providers: OpenAI(-compatible), Azure OpenAI and Anthropic over our own aiohttp session,
+Gemini through google-genai."""
 
 from ttc.adapters.providers._anthropic import AnthropicProvider
+from ttc.adapters.providers._azure import AzureOpenAIProvider
 from ttc.adapters.providers._connection import Connection
 from ttc.adapters.providers._gemini import GeminiProvider
 from ttc.adapters.providers._http import (
@@ -18,6 +19,7 @@ __all__ = [
     "SIM_FINGERPRINT",
     "SIM_MODEL_SUFFIX",
     "AnthropicProvider",
+    "AzureOpenAIProvider",
     "Connection",
     "GeminiProvider",
     "MissingKey",

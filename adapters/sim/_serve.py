@@ -8,10 +8,11 @@ Routes (aiohttp on 127.0.0.1, orjson bodies, no access log):
     POST /{v1,v1beta}/models/{model}:generateContent   Gemini generateContent
     POST /{v1,v1beta}/models/{model}:batchEmbedContents, :embedContent   Gemini embeddings
     POST /v1/messages                                  Anthropic Messages
+    POST /openai/deployments/{deployment}/chat/completions, /embeddings   Azure OpenAI
     GET  /stats, POST /stats/reset                     counters (`_admission.Stats`)
 
 Each wire format is a module with one `Wire` object (`_wire_openai`, `_wire_gemini`,
-`_wire_anthropic`; `WIRES`
+`_wire_anthropic`, `_wire_azure`; `WIRES`
 below lists them); admission is shared (`_admission`), and so is what answers (`_answerer`: the
 sim for the served suite's prompts, generic prose otherwise).
 
@@ -53,6 +54,7 @@ from ttc.adapters.sim._options import (
 )
 from ttc.adapters.sim._wire import JSON, SERVER_ERRORS, Call, Invalid, Route, Wire, estimate_tokens
 from ttc.adapters.sim._wire_anthropic import ANTHROPIC, OVERLOADED, anthropic_headers
+from ttc.adapters.sim._wire_azure import AZURE
 from ttc.adapters.sim._wire_gemini import GEMINI
 from ttc.adapters.sim._wire_openai import OPENAI
 from ttc.engine import Completion, Item, Suite, Usage
@@ -70,7 +72,7 @@ __all__ = [
 
 HOST = "127.0.0.1"
 
-WIRES: tuple[Wire, ...] = (OPENAI, GEMINI, ANTHROPIC)
+WIRES: tuple[Wire, ...] = (OPENAI, GEMINI, ANTHROPIC, AZURE)
 """The wire formats served, tried in order for each path; a new one is one more entry."""
 
 # The server's own routes, answered in OpenAI's envelope and not counted in /stats.

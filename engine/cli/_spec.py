@@ -20,7 +20,11 @@ from pathlib import Path
 from ttc.engine import ConfigError, RunConfig, Sampling
 
 SUITES = ("reasoning_gym", "math500", "minerva", "gpqa", "livecodebench", "custom")
-PROVIDERS = ("sim", "openai", "gemini", "anthropic")
+PROVIDERS = ("sim", "openai", "gemini", "anthropic", "azure")
+SERVICE_TIERS = ("flex", "auto", "default")
+AZURE_API_VERSION = "2024-10-21"  # the latest GA inference API (the adapter's default too)
+# Seconds per attempt: OpenAI asks flex clients to wait 15 minutes.
+TIMEOUT_S, FLEX_TIMEOUT_S = 300.0, 900.0
 # `ttc compare`'s protocols: the paper's (unif matched to elim's output tokens, Appendix A's
 # decoding) or none (unif samples every round; decoding as the flags say).
 PROTOCOLS = ("paper", "none")
@@ -109,6 +113,9 @@ class ProviderSpec:
     api_key_env: str | None = None
     # The cap on a response body read (of every HTTP model and embedder); None: 32 MiB.
     max_response_bytes: int | None = None
+    # Azure OpenAI's api-version (None: the adapter's default); OpenAI's service_tier.
+    api_version: str | None = None
+    service_tier: str | None = None
     sim_ability: float = 0.0
     sim_latency: float = 0.0
     sim_thinking: float = 0.0
@@ -199,6 +206,8 @@ class RunSpec:
                 base_url=args.base_url,
                 api_key_env=args.api_key_env,
                 max_response_bytes=args.max_response_bytes,
+                api_version=args.api_version,
+                service_tier=args.service_tier,
                 sim_ability=args.sim_ability,
                 sim_latency=args.sim_latency,
                 sim_thinking=args.sim_thinking,
@@ -215,7 +224,8 @@ class RunSpec:
             concurrency=args.concurrency,
             rpm=args.rpm,
             tpm=args.tpm,
-            timeout_s=args.timeout,
+            timeout_s=args.timeout
+            or (FLEX_TIMEOUT_S if args.service_tier == "flex" else TIMEOUT_S),
             max_attempts=args.max_attempts,
             verifier_workers=args.workers,
             max_cost_usd=args.max_cost,

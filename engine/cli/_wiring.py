@@ -35,10 +35,16 @@ from ttc.engine import (
     VerifierPool,
     matched_output_tokens,
 )
-from ttc.engine._prices import Price, parse_price
+from ttc.engine._prices import Price, flex_price_for, parse_price
 from ttc.engine._rundir import output_tokens_of
 from ttc.engine.cli._progress import Progress
-from ttc.engine.cli._spec import ProviderSpec, RunSpec, SuiteSpec, check_anthropic_decoding
+from ttc.engine.cli._spec import (
+    AZURE_API_VERSION,
+    ProviderSpec,
+    RunSpec,
+    SuiteSpec,
+    check_anthropic_decoding,
+)
 
 # The role models' flags, named in their errors.
 ROLE_FLAGS = {"judge": "judge_model", "difficulty": "difficulty_model"}
@@ -146,9 +152,17 @@ def provider_from(spec: ProviderSpec, seed: int, suite: Suite, items: Sequence[I
             icl_gain=spec.sim_icl_gain,
         )
         return SimProvider(suite, items, cfg)
+    if spec.service_tier is not None and spec.kind not in ("openai", "azure"):
+        raise ConfigError(f"--service-tier: OpenAI's and Azure's only, not --provider {spec.kind}")
     with key_named(f"--provider {spec.kind}"):
         return api_provider(
-            spec.kind, spec.model, spec.base_url, spec.api_key_env, spec.max_response_bytes
+            spec.kind,
+            spec.model,
+            spec.base_url,
+            spec.api_key_env,
+            spec.max_response_bytes,
+            api_version=spec.api_version,
+            service_tier=spec.service_tier,
         )
 
 
@@ -158,9 +172,12 @@ def api_provider(
     base_url: str | None,
     api_key_env: str | None,
     max_response_bytes: int | None = None,
+    *,
+    api_version: str | None = None,
+    service_tier: str | None = None,
 ) -> Provider:
-    """An OpenAI(-compatible), Gemini or Anthropic provider; a missing model or key is a
-    ConfigError."""
+    """An OpenAI(-compatible), Gemini, Anthropic or Azure OpenAI provider; a missing model or
+    key is a ConfigError. `service_tier` is sent as OpenAI's `service_tier`."""
     from ttc.adapters import Connection
     from ttc.adapters.providers import require_env_name
 
@@ -170,6 +187,7 @@ def api_provider(
     connection = Connection()
     if max_response_bytes is not None:
         connection = Connection(max_response_bytes=max_response_bytes)
+    tier = {"service_tier": service_tier} if service_tier else None
     if kind == "openai":
         from ttc.adapters import OpenAIProvider
 
@@ -177,6 +195,23 @@ def api_provider(
             model,
             base_url=base_url or "https://api.openai.com/v1",
             api_key_env=api_key_env or "OPENAI_API_KEY",
+            extra_body=tier,
+            connection=connection,
+        )
+    if kind == "azure":
+        from ttc.adapters.providers import AzureOpenAIProvider
+
+        if not base_url:
+            raise ConfigError(
+                "--base-url: required with --provider azure: the resource endpoint, "
+                "https://NAME.openai.azure.com"
+            )
+        return AzureOpenAIProvider(
+            model,
+            endpoint=base_url,
+            api_version=api_version or AZURE_API_VERSION,
+            api_key_env=api_key_env or "AZURE_OPENAI_API_KEY",
+            extra_body=tier,
             connection=connection,
         )
     if kind == "gemini":
@@ -287,6 +322,8 @@ async def wire(
         for role in config.roles:
             wired.roles[role] = role_provider_from(spec, role, suite, items)
         wired.price = parse_price(spec.price) if spec.price else None
+        if wired.price is None and spec.provider.service_tier == "flex":
+            wired.price = flex_price_for(policy.model)  # None: the list price
         wired.embedder = embedder or embedder_from(spec)
         yield wired
     finally:
