@@ -115,3 +115,50 @@ def price_for(model: str, override: Price | None = None) -> Price | None:
     # "gpt-4.1-mini-2025-04-14" is priced as "gpt-4.1-mini": the longest known prefix wins.
     known = [name for name in PRICES if model.startswith(name + "-")]
     return PRICES[max(known, key=len)] if known else None
+
+
+# Anthropic's Claude models (list prices, USD per million tokens, from Anthropic's pricing page;
+# thinking is billed as output). Cache reads (`cached_input`) cost a tenth of the input price
+# (Sonnet 5.5: a twentieth, Fable 5.1: a fortieth); 5-minute cache writes cost 1.25 times it,
+# which the table does not split: they are priced as input.
+PRICES.update(
+    {
+        "claude-3-5-haiku": Price(0.80, 4.00, 4.00, 0.08),
+        "claude-3-7-sonnet": Price(3.00, 15.00, 15.00, 0.3),
+        "claude-opus-4-0": Price(15.00, 75.00, 75.00, 1.5),
+        "claude-opus-4-20250514": Price(15.00, 75.00, 75.00, 1.5),
+        "claude-opus-4-1": Price(15.00, 75.00, 75.00, 1.5),
+        "claude-opus-4-5": Price(5.00, 25.00, 25.00, 0.5),
+        "claude-opus-4-6": Price(5.00, 25.00, 25.00, 0.5),
+        "claude-opus-4-7": Price(5.00, 25.00, 25.00, 0.5),
+        "claude-opus-4-8": Price(5.00, 25.00, 25.00, 0.5),
+        "claude-sonnet-4-0": Price(3.00, 15.00, 15.00, 0.3),
+        "claude-sonnet-4-20250514": Price(3.00, 15.00, 15.00, 0.3),
+        "claude-sonnet-4-5": Price(3.00, 15.00, 15.00, 0.3),
+        "claude-sonnet-4-6": Price(3.00, 15.00, 15.00, 0.3),
+        "claude-haiku-4-5": Price(1.00, 5.00, 5.00, 0.1),
+        "claude-opus-5": Price(5.00, 25.00, 25.00, 0.5),
+        "claude-opus-5-5": Price(4.00, 20.00, 20.00, 0.4),
+        "claude-sonnet-5": Price(2.00, 10.00, 10.00, 0.2),
+        "claude-sonnet-5-5": Price(2.00, 10.00, 10.00, 0.1),
+        "claude-haiku-5-5": Price(0.10, 0.50, 0.50, 0.01),  # prompts up to 100K tokens
+        "claude-fable-5": Price(10.00, 50.00, 50.00, 1),
+        "claude-fable-5-1": Price(10.00, 50.00, 50.00, 0.25),
+    }
+)
+
+FLEX_PRICES: dict[str, Price] = {
+    "gpt-5": Price(0.625, 5.00, 5.00),
+    "gpt-5-mini": Price(0.125, 1.00, 1.00),
+    "gpt-5-nano": Price(0.025, 0.20, 0.20),
+    "o3": Price(1.00, 4.00, 4.00),
+    "o4-mini": Price(0.55, 2.20, 2.20),
+}
+"""OpenAI's flex processing tier (`--service-tier flex`): Batch API rates, half the list price,
+for the models that offer it."""
+
+
+def flex_price_for(model: str) -> Price | None:
+    """The flex-tier price of `model` (dated snapshots too), or None if it has none."""
+    known = [name for name in FLEX_PRICES if model == name or model.startswith(name + "-")]
+    return FLEX_PRICES[max(known, key=len)] if known else None

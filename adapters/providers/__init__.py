@@ -1,5 +1,8 @@
-"""LLM providers: OpenAI(-compatible) over our own aiohttp session, Gemini through google-genai."""
+"""LLM providers: OpenAI(-compatible), Azure OpenAI and Anthropic over our own aiohttp session,
+Gemini through google-genai."""
 
+from ttc.adapters.providers._anthropic import AnthropicProvider
+from ttc.adapters.providers._azure import AzureOpenAIProvider
 from ttc.adapters.providers._batch_gemini import GeminiBatchAPI
 from ttc.adapters.providers._batch_openai import OpenAIBatchAPI
 from ttc.adapters.providers._connection import Connection
@@ -17,6 +20,8 @@ from ttc.adapters.providers._openai import OpenAIProvider
 __all__ = [
     "SIM_FINGERPRINT",
     "SIM_MODEL_SUFFIX",
+    "AnthropicProvider",
+    "AzureOpenAIProvider",
     "Connection",
     "GeminiBatchAPI",
     "GeminiProvider",

@@ -9,6 +9,8 @@ adapter's translating context manager feeds it the status, headers and body of a
       account_deactivated, invalid_api_key; Google
       API_KEY_INVALID, PERMISSION_DENIED, UNAUTHENTICATED
     429 / RESOURCE_EXHAUSTED, a per-day QuotaFailure     Fatal(stops_run=True)
+    429 "Resource Unavailable" (OpenAI's flex tier        Transient: the vendor lacks capacity,
+      lacks capacity; code resource_unavailable)            not our quota; backoff, not billed
     429 / RESOURCE_EXHAUSTED                             RateLimited(retry_after=retry-after-ms
                                                            | Retry-After | Google RetryInfo
                                                            | x-ratelimit-reset-* at 0, capped)
@@ -298,9 +300,12 @@ def status_error(
     """The error-tree member for a failed HTTP response (the table in the module docstring)."""
     codes = _codes(body)
     said = error_message(body, secret)
+    lowered = said.lower()
     message = f"{who}: HTTP {status}" + (f": {said}" if said else "")
     if status in (401, 403) or codes & _ACCOUNT_CODES:
         return Fatal(message, stops_run=True)
+    if status == 429 and ("resource_unavailable" in codes or "resource unavailable" in lowered):
+        return Transient(f"{message} (the flex tier's capacity: retried with backoff)")
     if status == 429 or "RESOURCE_EXHAUSTED" in codes:
         daily = _daily_quotas(body)
         if daily:

@@ -1,4 +1,5 @@
-"""`ttc serve`: a local OpenAI- and Gemini-compatible API server answered by the offline `sim`.
+"""`ttc serve`: a local OpenAI-, Gemini- and Anthropic-compatible API server answered by the
+offline `sim`.
 
 Routes (aiohttp on 127.0.0.1, orjson bodies, no access log):
 
@@ -6,10 +7,13 @@ Routes (aiohttp on 127.0.0.1, orjson bodies, no access log):
     POST /v1/embeddings                                OpenAI embeddings (float or base64)
     POST /{v1,v1beta}/models/{model}:generateContent   Gemini generateContent
     POST /{v1,v1beta}/models/{model}:batchEmbedContents, :embedContent   Gemini embeddings
+    POST /v1/messages                                  Anthropic Messages
+    POST /openai/deployments/{deployment}/chat/completions, /embeddings   Azure OpenAI
     GET  /stats, POST /stats/reset                     counters (`_admission.Stats`)
     /v1/files, /v1/batches                             OpenAI's Batch API (`_batch_routes`)
 
-Each wire format is a module with one `Wire` object (`_wire_openai`, `_wire_gemini`; `WIRES`
+Each wire format is a module with one `Wire` object (`_wire_openai`, `_wire_gemini`,
+`_wire_anthropic`, `_wire_azure`; `WIRES`
 below lists them); admission is shared (`_admission`), and so is what answers (`_answerer`: the
 sim for the served suite's prompts, generic prose otherwise).
 
@@ -51,6 +55,8 @@ from ttc.adapters.sim._options import (
     options_from_args,
 )
 from ttc.adapters.sim._wire import JSON, SERVER_ERRORS, Call, Invalid, Route, Wire, estimate_tokens
+from ttc.adapters.sim._wire_anthropic import ANTHROPIC, OVERLOADED, anthropic_headers
+from ttc.adapters.sim._wire_azure import AZURE
 from ttc.adapters.sim._wire_gemini import GEMINI
 from ttc.adapters.sim._wire_openai import OPENAI
 from ttc.engine import Completion, Item, Suite, Usage
@@ -68,7 +74,7 @@ __all__ = [
 
 HOST = "127.0.0.1"
 
-WIRES: tuple[Wire, ...] = (OPENAI, GEMINI)
+WIRES: tuple[Wire, ...] = (OPENAI, GEMINI, ANTHROPIC, AZURE)
 """The wire formats served, tried in order for each path; a new one is one more entry."""
 
 # The server's own routes, answered in OpenAI's envelope and not counted in /stats.
@@ -145,8 +151,16 @@ class _Server:
 
     def _refuse(self, wire: Wire, refusal: Refusal) -> web.Response:
         self.stats.rate_limited[refusal.kind] += 1
-        headers = self.gate.retry_headers(refusal) if wire.rate_headers else {}
-        return self._reply(429, wire.refusal(refusal), headers)
+        return self._reply(429, wire.refusal(refusal), self._headers(wire, refusal))
+
+    def _headers(self, wire: Wire, refusal: Refusal | None = None) -> dict[str, str] | None:
+        """A response's rate-limit headers: OpenAI's (a 429's with Retry-After), Anthropic's, or
+        none (Gemini)."""
+        if wire is ANTHROPIC:
+            return anthropic_headers(self.gate, refusal)
+        if not wire.rate_headers:
+            return None
+        return self.gate.retry_headers(refusal) if refusal else self.gate.rate_headers()
 
     # Routes
 
@@ -169,7 +183,10 @@ class _Server:
                 return await self._hang(request)
             if fault in ("500", "503"):
                 status = int(fault)
-                return self._reply(status, wire.error(status, SERVER_ERRORS[status]))
+                body = wire.error(status, SERVER_ERRORS[status])
+                if wire is ANTHROPIC and status == 503:
+                    status = OVERLOADED  # Anthropic says it is overloaded with a 529
+                return self._reply(status, body)
             completion = await self._complete(call, fault)
             return await self._send(request, wire, call, completion, fault)
 
@@ -192,7 +209,7 @@ class _Server:
         payload = wire.body(call, completion, self._serial)
         u = completion.usage
         self.gate.spend(u.input_tokens + u.output_tokens + u.thinking_tokens)
-        headers = self.gate.rate_headers() if wire.rate_headers else None
+        headers = self._headers(wire)
         counted = self.stats.tokens if fault is None else self.stats.faulty_tokens
         counted[0] += u.input_tokens
         counted[1] += u.output_tokens
@@ -249,7 +266,7 @@ class _Server:
             self.gate.spend(used)
             self.stats.embedding_tokens += used
             payload = wire.embed_body(call, vectors, used)
-            headers = self.gate.rate_headers() if wire.rate_headers else None
+            headers = self._headers(wire)
             return self._reply(200, orjson.dumps(payload, option=_NUMPY), headers)
 
     async def _get_stats(self, request: web.BaseRequest, wire: Wire, route: Route) -> web.Response:

@@ -8,7 +8,7 @@ import argparse
 from dataclasses import dataclass
 
 from ttc.engine import ConfigError, Provider
-from ttc.engine._prices import Price, parse_batch_discount, price_for
+from ttc.engine._prices import Price, flex_price_for, parse_batch_discount, price_for
 from ttc.engine.cli._usage import positive_float
 
 __all__ = ["BatchSpec", "add_batch_flags", "attach_batch", "batch_price", "batch_spec"]
@@ -94,3 +94,15 @@ def batch_price(price: Price | None, model: str, spec: BatchSpec | None) -> Pric
         return price
     base = price or price_for(model)
     return None if base is None else base.with_batch_discount(spec.discount)
+
+
+def policy_price(
+    policy: Provider, price: Price | None, service_tier: str | None, batch: BatchSpec | None
+) -> Price | None:
+    """The policy's price (`price`: --price, the list price) at its tier's rate (flex: when no
+    --price) and, in batch mode, at the batch rate; batch mode attaches the Batch API."""
+    if price is None and service_tier == "flex":
+        price = flex_price_for(policy.model)  # None: the list price
+    if batch is not None:
+        attach_batch(policy, batch)
+    return batch_price(price, policy.model, batch)

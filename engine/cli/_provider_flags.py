@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from ttc.engine.cli._spec import PROVIDERS
+from ttc.engine.cli._spec import AZURE_API_VERSION, PROVIDERS, SERVICE_TIERS
 from ttc.engine.cli._usage import (
     natural_float,
     natural_int,
@@ -23,9 +23,10 @@ def add_provider_flags(p: argparse.ArgumentParser) -> None:
         "--provider",
         choices=PROVIDERS,
         default="sim",
-        help="sim (offline); openai (and any OpenAI-compatible server); gemini",
+        help="sim (offline); openai (and any OpenAI-compatible server); gemini; anthropic; azure "
+        "(Azure OpenAI: --base-url is the resource endpoint, --model the deployment)",
     )
-    g.add_argument("--model", help="model name (required with openai and gemini)")
+    g.add_argument("--model", help="model name (required with every provider but sim)")
     g.add_argument(
         "--base-url",
         help="API base URL, e.g. http://127.0.0.1:8000/v1 for vLLM or `ttc serve` (default: the "
@@ -34,12 +35,27 @@ def add_provider_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--api-key-env",
         help="the NAME of the environment variable holding the API key (default: OPENAI_API_KEY; "
-        "gemini: GEMINI_API_KEY or GOOGLE_API_KEY)",
+        "gemini: GEMINI_API_KEY or GOOGLE_API_KEY; anthropic: ANTHROPIC_API_KEY; azure: "
+        "AZURE_OPENAI_API_KEY, else a bearer token in AZURE_OPENAI_AD_TOKEN)",
+    )
+    g.add_argument(
+        "--api-version",
+        help=f"azure: the API version, sent as ?api-version= (default: {AZURE_API_VERSION})",
+    )
+    g.add_argument(
+        "--service-tier",
+        choices=SERVICE_TIERS,
+        help="openai, azure: service_tier; flex is priced at its rate (half the list price), "
+        "waits longer (--timeout 900) and retries its 429 resource-unavailable with backoff",
     )
     g.add_argument("--concurrency", type=positive_int, default=64, help="requests in flight")
     g.add_argument("--rpm", type=positive_float, help="requests per minute (default: unlimited)")
     g.add_argument("--tpm", type=positive_float, help="tokens per minute (default: unlimited)")
-    g.add_argument("--timeout", type=positive_float, default=300.0, help="seconds per attempt")
+    g.add_argument(
+        "--timeout",
+        type=positive_float,
+        help="seconds per attempt (default: 300); with --service-tier flex, 900",
+    )
     g.add_argument("--max-attempts", type=positive_int, default=6, help="attempts per sample")
     add_max_response_bytes(g)
     add_workers(g)
@@ -47,9 +63,16 @@ def add_provider_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--temperature", type=natural_float, help=f"sampling temperature {api}")
     g.add_argument("--top-p", type=share, help=f"nucleus top_p, in (0, 1] {api}")
     g.add_argument("--top-k", type=positive_int, help=f"top_k {api}")
-    g.add_argument("--max-tokens", type=positive_int, help=f"output tokens per request {api}")
     g.add_argument(
-        "--thinking-budget", type=natural_int, help=f"Gemini: thinking tokens per request {api}"
+        "--max-tokens",
+        type=positive_int,
+        help=f"output tokens per request {api}; anthropic: 8192 (plus the thinking budget)",
+    )
+    g.add_argument(
+        "--thinking-budget",
+        type=natural_int,
+        help=f"Gemini, Anthropic: thinking tokens per request {api}; anthropic: >= 1024 turns "
+        "extended thinking on (0: off)",
     )
     g.add_argument(
         "--reasoning-effort",

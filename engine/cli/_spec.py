@@ -17,17 +17,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from ttc.engine import RunConfig, Sampling
+from ttc.engine import ConfigError, RunConfig, Sampling
 from ttc.engine.cli._batchmode import BatchSpec, batch_spec
 
 SUITES = ("reasoning_gym", "math500", "minerva", "gpqa", "livecodebench", "custom")
-PROVIDERS = ("sim", "openai", "gemini")
+PROVIDERS = ("sim", "openai", "gemini", "anthropic", "azure")
+SERVICE_TIERS = ("flex", "auto", "default")
+AZURE_API_VERSION = "2024-10-21"  # the latest GA inference API (the adapter's default too)
+# Seconds per attempt: OpenAI asks flex clients to wait 15 minutes.
+TIMEOUT_S, FLEX_TIMEOUT_S = 300.0, 900.0
 # `ttc compare`'s protocols: the paper's (unif matched to elim's output tokens, Appendix A's
 # decoding) or none (unif samples every round; decoding as the flags say).
 PROTOCOLS = ("paper", "none")
 # Appendix A's output limits, and the OpenAI models that reason (no temperature, top_p, top_k).
 PAPER_MAX_TOKENS = {"gemini": 65_536, "openai": 32_768}
 REASONING_MODEL = re.compile(r"^(gpt-5|o\d)")
+ANTHROPIC_MIN_THINKING = 1024
 
 
 def paper_decoding(provider: str, model: str | None) -> Sampling:
@@ -44,6 +49,31 @@ def given_over(base: Sampling, given: Sampling) -> Sampling:
     """`base` with every setting `given` sets (not None) in its place."""
     set_ = {f.name: getattr(given, f.name) for f in fields(given)}
     return replace(base, **{name: value for name, value in set_.items() if value is not None})
+
+
+def check_anthropic_decoding(given: Sampling) -> None:
+    """Refuses the decoding Anthropic's extended thinking refuses, naming the flag: a budget
+    under 1024, one not under --max-tokens, and with it --temperature (but 1), --top-k, or a
+    --top-p under 0.95."""
+    budget = given.thinking_budget
+    if not budget:
+        return
+    if budget < ANTHROPIC_MIN_THINKING:
+        raise ConfigError(
+            f"--thinking-budget: Anthropic's extended thinking takes at least "
+            f"{ANTHROPIC_MIN_THINKING} tokens (0: off), got {budget}"
+        )
+    if given.max_output_tokens is not None and given.max_output_tokens <= budget:
+        raise ConfigError(
+            f"--max-tokens: must be more than --thinking-budget ({budget}) with --provider "
+            f"anthropic, got {given.max_output_tokens}"
+        )
+    if given.temperature is not None and given.temperature != 1:
+        raise ConfigError("--temperature: Anthropic takes none but 1 with --thinking-budget")
+    if given.top_k is not None:
+        raise ConfigError("--top-k: Anthropic takes none with --thinking-budget")
+    if given.top_p is not None and given.top_p < 0.95:
+        raise ConfigError("--top-p: Anthropic takes one in [0.95, 1] with --thinking-budget")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +114,9 @@ class ProviderSpec:
     api_key_env: str | None = None
     # The cap on a response body read (of every HTTP model and embedder); None: 32 MiB.
     max_response_bytes: int | None = None
+    # Azure OpenAI's api-version (None: the adapter's default); OpenAI's service_tier.
+    api_version: str | None = None
+    service_tier: str | None = None
     sim_ability: float = 0.0
     sim_latency: float = 0.0
     sim_thinking: float = 0.0
@@ -164,7 +197,10 @@ class RunSpec:
             verbosity=args.verbosity,
         )
         if protocol == "paper":  # a decoding flag given still wins
-            sampling = given_over(paper_decoding(args.provider, args.model), sampling)
+            base = paper_decoding(args.provider, args.model)
+            if args.provider == "anthropic" and args.thinking_budget:  # see check_anthropic_...
+                base = replace(base, temperature=None, top_p=None, top_k=None)
+            sampling = given_over(base, sampling)
         return cls(
             suite=SuiteSpec.from_args(args),
             provider=ProviderSpec(
@@ -173,6 +209,8 @@ class RunSpec:
                 base_url=args.base_url,
                 api_key_env=args.api_key_env,
                 max_response_bytes=args.max_response_bytes,
+                api_version=args.api_version,
+                service_tier=args.service_tier,
                 sim_ability=args.sim_ability,
                 sim_latency=args.sim_latency,
                 sim_thinking=args.sim_thinking,
@@ -189,7 +227,8 @@ class RunSpec:
             concurrency=args.concurrency,
             rpm=args.rpm,
             tpm=args.tpm,
-            timeout_s=args.timeout,
+            timeout_s=args.timeout
+            or (FLEX_TIMEOUT_S if args.service_tier == "flex" else TIMEOUT_S),
             max_attempts=args.max_attempts,
             verifier_workers=args.workers,
             max_cost_usd=args.max_cost,

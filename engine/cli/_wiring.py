@@ -37,9 +37,15 @@ from ttc.engine import (
 )
 from ttc.engine._prices import Price, parse_price
 from ttc.engine._rundir import output_tokens_of
-from ttc.engine.cli._batchmode import attach_batch, batch_price
+from ttc.engine.cli._batchmode import policy_price
 from ttc.engine.cli._progress import Progress
-from ttc.engine.cli._spec import ProviderSpec, RunSpec, SuiteSpec
+from ttc.engine.cli._spec import (
+    AZURE_API_VERSION,
+    ProviderSpec,
+    RunSpec,
+    SuiteSpec,
+    check_anthropic_decoding,
+)
 
 # The role models' flags, named in their errors.
 ROLE_FLAGS = {"judge": "judge_model", "difficulty": "difficulty_model"}
@@ -147,9 +153,17 @@ def provider_from(spec: ProviderSpec, seed: int, suite: Suite, items: Sequence[I
             icl_gain=spec.sim_icl_gain,
         )
         return SimProvider(suite, items, cfg)
+    if spec.service_tier is not None and spec.kind not in ("openai", "azure"):
+        raise ConfigError(f"--service-tier: OpenAI's and Azure's only, not --provider {spec.kind}")
     with key_named(f"--provider {spec.kind}"):
         return api_provider(
-            spec.kind, spec.model, spec.base_url, spec.api_key_env, spec.max_response_bytes
+            spec.kind,
+            spec.model,
+            spec.base_url,
+            spec.api_key_env,
+            spec.max_response_bytes,
+            api_version=spec.api_version,
+            service_tier=spec.service_tier,
         )
 
 
@@ -159,8 +173,12 @@ def api_provider(
     base_url: str | None,
     api_key_env: str | None,
     max_response_bytes: int | None = None,
+    *,
+    api_version: str | None = None,
+    service_tier: str | None = None,
 ) -> Provider:
-    """An OpenAI(-compatible) or Gemini provider; a missing model or key is a ConfigError."""
+    """An OpenAI(-compatible), Gemini, Anthropic or Azure OpenAI provider; a missing model or
+    key is a ConfigError. `service_tier` is sent as OpenAI's `service_tier`."""
     from ttc.adapters import Connection
     from ttc.adapters.providers import require_env_name
 
@@ -170,6 +188,7 @@ def api_provider(
     connection = Connection()
     if max_response_bytes is not None:
         connection = Connection(max_response_bytes=max_response_bytes)
+    tier = {"service_tier": service_tier} if service_tier else None
     if kind == "openai":
         from ttc.adapters import OpenAIProvider
 
@@ -177,6 +196,23 @@ def api_provider(
             model,
             base_url=base_url or "https://api.openai.com/v1",
             api_key_env=api_key_env or "OPENAI_API_KEY",
+            extra_body=tier,
+            connection=connection,
+        )
+    if kind == "azure":
+        from ttc.adapters.providers import AzureOpenAIProvider
+
+        if not base_url:
+            raise ConfigError(
+                "--base-url: required with --provider azure: the resource endpoint, "
+                "https://NAME.openai.azure.com"
+            )
+        return AzureOpenAIProvider(
+            model,
+            endpoint=base_url,
+            api_version=api_version or AZURE_API_VERSION,
+            api_key_env=api_key_env or "AZURE_OPENAI_API_KEY",
+            extra_body=tier,
             connection=connection,
         )
     if kind == "gemini":
@@ -184,6 +220,15 @@ def api_provider(
 
         return GeminiProvider(
             model, base_url=base_url, api_key_env=api_key_env, connection=connection
+        )
+    if kind == "anthropic":
+        from ttc.adapters.providers import AnthropicProvider
+
+        return AnthropicProvider(
+            model,
+            base_url=base_url or "https://api.anthropic.com",
+            api_key_env=api_key_env or "ANTHROPIC_API_KEY",
+            connection=connection,
         )
     raise ConfigError(f"--provider: unknown provider {kind!r}")
 
@@ -268,6 +313,8 @@ async def wire(
 ) -> AsyncIterator[Wired]:
     """Builds the run's models, cache, price and embedder (`provider` and `embedder`, when
     given, are used instead of the spec's); closes them on the way out."""
+    if spec.provider.kind == "anthropic" and provider is None:
+        check_anthropic_decoding(spec.sampling)
     policy = provider or provider_from(spec.provider, spec.seed, suite, items)
     wired = Wired(suite, policy)
     try:
@@ -275,10 +322,8 @@ async def wire(
             wired.cache = ResponseCache(spec.cache)
         for role in config.roles:
             wired.roles[role] = role_provider_from(spec, role, suite, items)
-        wired.price = parse_price(spec.price) if spec.price else None
-        if spec.batch is not None:  # batch mode: the policy's Batch API, and its rate
-            attach_batch(policy, spec.batch)
-            wired.price = batch_price(wired.price, policy.model, spec.batch)
+        price = parse_price(spec.price) if spec.price else None
+        wired.price = policy_price(policy, price, spec.provider.service_tier, spec.batch)
         wired.embedder = embedder or embedder_from(spec)
         yield wired
     finally:

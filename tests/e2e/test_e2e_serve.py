@@ -1,6 +1,7 @@
-"""`ttc run --provider openai` against `ttc serve` with faults and a rate limit: real processes,
-real HTTP on loopback. Every planned sample ends with a verdict or a recorded final error, no
-response is counted twice, and the run's token totals equal what the server says it served."""
+"""`ttc run --provider openai` and `anthropic` against `ttc serve` with faults and a rate limit:
+real processes, real HTTP on loopback. Every planned sample ends with a verdict or a recorded
+final error, no response is counted twice, and the run's token totals equal what the server says
+it served."""
 
 from __future__ import annotations
 
@@ -79,22 +80,30 @@ def faulty_server(tmp_path: Path) -> Iterator[Server]:
         "--fault-empty", "0.03",
         "--fault-hang", "0.02",
         "--seed", "7",
+        "--sim-thinking", "0.25",
     )  # fmt: skip
     yield server
     server.stop()
 
 
+# Anthropic's base URL is the API's root, as its client takes it; thinking is asked for there.
+WIRES = {"openai": ("/v1",), "anthropic": ("", "--thinking-budget", "2048")}
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("wire", sorted(WIRES))
 def test_a_run_against_a_faulty_rate_limited_server_accounts_for_everything(
-    tmp_path: Path, faulty_server: Server
+    tmp_path: Path, faulty_server: Server, wire: str
 ) -> None:
     out = tmp_path / "run"
+    path, *flags = WIRES[wire]
     proc = subprocess.run(
         [
             TTC, "run",
-            "--provider", "openai",
+            "--provider", wire,
             "--model", "sim",
-            "--base-url", faulty_server.url + "/v1",
+            "--base-url", faulty_server.url + path,
+            *flags,
             "--per-task", "15",
             "--rounds", "3",
             "--embedder", "lexical",
@@ -138,6 +147,8 @@ def test_a_run_against_a_faulty_rate_limited_server_accounts_for_everything(
     kinds = Counter(e["error"] for e in retries)
     assert kinds["transient"] > 0
     assert sum(stats["by_fault"].values()) > 0
+    if wire == "anthropic":  # its overloaded fault is a 529, retried as transient
+        assert stats["by_status"].get("529", 0) > 0
     assert stats["rate_limited"] > 0
     assert stats["rate_limited"] == kinds["rate_limited"] + sum(
         e["error"] == "rate_limited" for e in samples if not e["ok"]
@@ -147,6 +158,6 @@ def test_a_run_against_a_faulty_rate_limited_server_accounts_for_everything(
     served = stats["tokens"]
     assert summary["input_tokens"] == served["input"]
     assert summary["output_tokens"] == served["output"]
-    assert summary["thinking_tokens"] == served["thinking"]
+    assert summary["thinking_tokens"] == served["thinking"] > 0
     answered = sum(e["ok"] for e in samples)
     assert stats["ok"] == answered

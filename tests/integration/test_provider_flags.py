@@ -95,3 +95,37 @@ def test_a_spec_made_by_hand_has_the_command_lines_defaults(
     # compare's default protocol is the paper's: Appendix A's decoding.
     paper = Sampling(temperature=0.3, top_p=0.9, top_k=40)
     assert compare.run_config("elim") == RunConfig(method="elim", sampling=paper)
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--thinking-budget", "500"], "--thinking-budget: Anthropic's extended thinking takes"),
+        (["--thinking-budget", "4096", "--max-tokens", "4096"], "--max-tokens: must be more than"),
+        (["--thinking-budget", "2048", "--temperature", "0.3"], "--temperature: Anthropic takes"),
+        (["--thinking-budget", "2048", "--top-p", "0.9"], "--top-p: Anthropic takes one in"),
+        (["--thinking-budget", "2048", "--top-k", "40"], "--top-k: Anthropic takes none"),
+    ],
+)  # fmt: skip
+def test_anthropic_thinking_flags_it_refuses_are_one_line_errors(
+    flags: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", "--provider", "anthropic", "--model", "claude-haiku-4-5", *flags]
+    assert main([*argv, "--out", str(tmp_path / "r"), "--limit", "2", "--no-cache"]) == 2
+    assert said in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_anthropic_provider_from_the_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ttc.adapters.providers import AnthropicProvider
+    from ttc.engine.cli._wiring import provider_from
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    spec = run_args(
+        "--provider", "anthropic", "--model", "claude-haiku-4-5", "--thinking-budget", "2048"
+    )
+    assert spec.sampling.thinking_budget == 2048
+    suite = FakeSuite(pool=items(2))
+    provider = provider_from(spec.provider, 0, suite, suite.items())
+    assert isinstance(provider, AnthropicProvider)
+    assert provider.endpoint == "https://api.anthropic.com"
