@@ -166,6 +166,7 @@ class Limiter:
         self._in_flight = 0
         self._max_in_flight = 0
         self._open = 0  # requests under way (`request()`)
+        self._started: dict[Ticket, float] = {}  # when each slot in flight took its RPM unit
         self._waiting = 0  # slots asked for and not yet granted
         self.stragglers = Stragglers(self._idle)
 
@@ -232,19 +233,22 @@ class Limiter:
             raise
         try:
             try:
-                await self._wait_for_rates(est_tokens)
+                started = await self._wait_for_rates(est_tokens)
             finally:
                 self._waiting -= 1
             if not self._waiting:
                 self.stragglers.idle()
             ticket = self._next_ticket
             self._next_ticket += 1
+            if started is not None:
+                self._started[ticket] = started
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
             try:
                 yield ticket
             finally:
                 self._in_flight -= 1
+                self._started.pop(ticket, None)
         finally:
             self._cap.release()
 
@@ -268,12 +272,12 @@ class Limiter:
     def _idle(self) -> bool:
         return self._open < self._cap.limit and self._waiting == 0
 
-    async def _wait_for_rates(self, est_tokens: int) -> None:
+    async def _wait_for_rates(self, est_tokens: int) -> float | None:
         await self._pass_gate()
-        if self._requests is not None:
-            await self._requests.take()
+        started = None if self._requests is None else await self._requests.take()
         if self._tpm_pace is not None and est_tokens > 0:
             await self._tpm_pace.take(est_tokens)
+        return started
 
     def reconcile(self, estimated: int, actual: int) -> None:
         """Corrects the TPM charge of a finished request from its estimate to its real usage
@@ -294,12 +298,13 @@ class Limiter:
 
     def rate_limited(self, ticket: Ticket, rate: RateInfo | None = None) -> None:
         """A refusal for rate: cut the cap, once per episode; heed what the response announced."""
-        if ticket >= self._episode_from:
+        episode = ticket >= self._episode_from
+        if episode:
             self._cap.cut()
             self.cuts += 1
             self._episode_from = self._next_ticket
-            if self._requests is not None:
-                self._requests.refused()
+        if self._requests is not None:
+            self._requests.refused(self._started.get(ticket), widen=episode)
         if rate is not None:
             self.observe(rate)
 

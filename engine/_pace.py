@@ -25,10 +25,11 @@ close the limiter's gate (the window says when there is room again).
 
 A server whose headers mean something else (a token bucket's reset is the time to refill what
 was used, a fraction of a second when paced) never makes the two estimates agree: it is paced.
-The learnt window is given up for pacing when, on two responses running, the server counts
-more requests in it than ours (another client shares the quota), or when it refuses requests for
-rate a second time (the first time costs the budget one request and doubles the margin); pacing
-resumes from where the bursts left its schedule, so no window is overfilled.
+A request the server refuses is not in its window, so it leaves ours too; each episode of
+refusals triples the margin. The learnt window is given up for pacing when, on two responses
+running, the server counts more requests in it than ours (another client shares the quota), or
+when the margin would pass a tenth of the window; pacing resumes from where the bursts left its
+schedule, so no window is overfilled.
 """
 
 from __future__ import annotations
@@ -78,6 +79,12 @@ class _Sent:
         """How many started after `t`."""
         return len(self._times) - bisect.bisect_right(self._times, t, self._lo)
 
+    def remove(self, t: float) -> None:
+        """Forgets one request that started at `t`, if it is still held."""
+        i = bisect.bisect_left(self._times, t, self._lo)
+        if i < len(self._times) and self._times[i] == t:
+            del self._times[i]
+
     def newest(self, k: int = 1) -> float:
         """The start of the k-th newest request (k <= len)."""
         return self._times[-k]
@@ -99,15 +106,14 @@ class RequestPace:
         self.dropped: str | None = None  # why a learnt window was given up (or never learnt)
         self._learn = learn
         self._agreeing: list[tuple[float, float]] = []
-        self._refusals = 0
         self._foreign = 0  # responses running on which the server counted others' requests
         self._next = -math.inf  # when the next paced request may start
         self._sent = _Sent()
         self._lock = asyncio.Lock()  # FIFO: requests pass in the order they asked
         self._wake: asyncio.Future[None] | None = None
 
-    async def take(self) -> None:
-        """Waits until one more request may start, and counts it."""
+    async def take(self) -> float:
+        """Waits until one more request may start, and counts it: when it started."""
         async with self._lock:
             loop = asyncio.get_running_loop()
             while True:
@@ -131,6 +137,7 @@ class RequestPace:
                 # Bursts run the schedule ahead; once all of them have left any window the
                 # pace is safe again however far ahead it ran.
                 self._next = min(self._next, now + self.window.span)
+            return now
 
     def earliest(self, now: float) -> float:
         """When the next request could start, as things stand at `now`."""
@@ -184,19 +191,24 @@ class RequestPace:
         if self._wake is not None:
             _resolve(self._wake)  # the head waiter re-checks, now against the window
 
-    def refused(self) -> None:
-        """The server refused a request for rate: a smaller budget and a wider margin once,
-        then pacing."""
+    def refused(self, started: float | None, widen: bool) -> None:
+        """The server refused the request that started at `started` for rate: it is not in
+        the server's window, so not in ours. On a new episode (`widen`) the margin triples: the
+        server counted a request later than we took its slot. Past a tenth of the window, the
+        window is given up for pacing."""
+        if started is not None:
+            self._sent.remove(started)
         window = self.window
         if window is None:
             self._agreeing.clear()
             return
-        self._refusals += 1
-        if self._refusals >= 2 or window.budget <= _MIN_BUDGET:
-            self._drop("the server refused requests inside the learnt window")
+        if not widen:
             return
-        margin = window.span - window.seconds
-        self.window = Window(window.seconds, window.budget - 1, window.seconds + 2 * margin)
+        margin = 3 * (window.span - window.seconds)
+        if margin > 0.1 * window.seconds:
+            self._drop("the server refused requests inside the learnt window, margin or not")
+            return
+        self.window = Window(window.seconds, window.budget, window.seconds + margin)
 
     def _drop(self, why: str) -> None:
         self.window = None

@@ -237,21 +237,54 @@ async def test_another_client_on_the_quota_ends_the_window_and_ours_backs_off(
     assert theirs >= paced_theirs - 0.05
 
 
-async def test_a_refusal_shrinks_the_window_and_a_second_ends_it(clock: FakeClock) -> None:
+async def test_refusals_widen_the_margin_until_the_window_is_given_up(clock: FakeClock) -> None:
     server = WindowServer(clock, rpm=600, window=6.0)
     limiter = Limiter(rpm=600, max_concurrency=100)
     tasks = spawn(60, lambda: send(limiter, server, latency=0.5))
     await run_until(clock, tasks, until=20.0)
     learnt = limiter.window
     assert learnt is not None
-    limiter.rate_limited(10**6)
-    shrunk = limiter.window
-    assert shrunk is not None
-    assert shrunk.budget == learnt.budget - 1
-    assert shrunk.span - shrunk.seconds == pytest.approx(2 * (learnt.span - learnt.seconds))
-    limiter.rate_limited(10**6 + 1)  # another episode: tickets start again from here
-    limiter.rate_limited(10**9)
+    margin = learnt.span - learnt.seconds
+    assert margin == pytest.approx(0.06, abs=0.002)  # 1% of 6 s
+    margins = []
+    for ticket in (10**6, 10, 10**7):  # a new episode, the same one, a new one
+        limiter.rate_limited(ticket)
+        window = limiter.window
+        assert window is not None
+        assert window.budget == learnt.budget
+        margins.append(window.span - window.seconds)
+    assert margins == pytest.approx([3 * margin, 3 * margin, 9 * margin])
+    limiter.rate_limited(10**8)  # 27 times 60 ms would pass a tenth of the window
     assert limiter.window is None
+
+
+async def test_a_refused_request_leaves_the_learnt_window(clock: FakeClock) -> None:
+    server = WindowServer(clock, rpm=600, window=6.0)
+    limiter = Limiter(rpm=600, max_concurrency=100)
+    tasks = spawn(60, lambda: send(limiter, server, latency=0.5))
+    await run_until(clock, tasks, until=20.0)
+    await advance(clock, 30.0)  # the window is empty again
+    window = limiter.window
+    assert window is not None
+    budget = window.budget
+    # The whole budget in flight; one is refused: the server never counted it, so one more
+    # request may start at once, and no more.
+    held = asyncio.Event()
+    entered: list[float] = []
+
+    async def hold() -> None:
+        async with limiter.slot() as ticket:
+            entered.append(clock.elapsed)
+            if len(entered) == 1:
+                limiter.rate_limited(ticket)
+            await held.wait()
+
+    holders = spawn(budget + 2, hold)
+    await clock.settle()
+    assert len(entered) == budget + 1
+    held.set()
+    await advance(clock, 40.0)
+    await asyncio.gather(*holders)
 
 
 async def test_a_full_learnt_window_does_not_close_the_gate(clock: FakeClock) -> None:
