@@ -6,7 +6,7 @@ costs nothing (another request takes the rate unit), but at the end of a run or 
 waits for it: one hang in the last seconds added the whole 10 s timeout to a 60 s run, and the
 slowest of the last hundred ordinary answers adds seconds more. So once the work has run out
 (fewer requests are under way than the concurrency cap and none waits for a slot: the end of a
-run or of a round), an attempt running longer than `factor` times the `quantile` (95th
+run or of a round), an attempt running longer than `factor` times the `quantile` (90th
 percentile) of the latest successful attempts' latencies is due: the Sender sends the same call
 again through the limiter (its own slot, rate unit and timeout) and keeps whichever answers
 first, cancelling the other. The original is never cut: a request that is slow by nature loses
@@ -41,7 +41,7 @@ class Stragglers:
         self,
         idle: Callable[[], bool],
         *,
-        quantile: float = 0.95,
+        quantile: float = 0.90,
         factor: float = 1.0,
         min_samples: int = 100,
         keep: int = 1000,

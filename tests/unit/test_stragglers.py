@@ -73,7 +73,7 @@ async def test_a_hang_at_the_end_gets_a_second_copy_and_one_answer_is_kept(
     scripts = [[1.0]] * 120 + [[HANG, 1.0]]
     calls, results, limiter, ended = await run(clock, scripts, timeout_s=100.0)
     # The last four start at 30 s; three answer at 31 s, and the work has run out: the hang,
-    # as slow as the 95th percentile (1 s) by then, gets its copy, which answers at 32 s.
+    # as slow as the 90th percentile (1 s) by then, gets its copy, which answers at 32 s.
     assert results[120] == ("120#1", 1)
     assert calls.started[120] == pytest.approx([30.0, 31.0], abs=0.06)
     assert calls.cancelled == [(120, 0)]  # the hung copy is let go once the other answered
