@@ -12,20 +12,20 @@ adds the issue's faults: 2% 500s, 2% 503s, 1% connection resets, 1% truncated 20
   one round (`--rounds` more), configured with the same `--rpm` (`--learn`: no limit at all, it
   starts from the server's `x-ratelimit-limit-requests`).
 
+One JSON line per limit and case (four by default: 600 and 3,000 RPM, clean and faulty).
 Reported, as the issue measures it: `fraction_of_limit`, the answered requests over the time
 from the first request the server saw to the client's exit, per minute, over the limit (60 s is
 the ideal for a minute's worth; a sliding window admits a whole window at once, so a client can
 score above 1.0). Also the 429s the server answered, the answers it served in full
 (`server_answers`: above `answered` when a hedged copy and its original both answered), and,
 for the engine, its own measure (answers over the rounds' wall time, barriers included), the
-window the limiter learnt and the stragglers it copied. Prints one JSON line. The answers come
-from the offline simulator: this measures the machinery, never the method.
+window the limiter learnt and the stragglers it copied. `where_the_time_went` splits the time
+from the first request to the exit as the server saw it (`diagnosis`). The answers come from the
+offline simulator: this measures the machinery, never the method.
 
-    python benchmarks/quota_saturation.py --rpm 600             # ttc batch, clean
-    python benchmarks/quota_saturation.py --rpm 600 --faults    # ttc batch, the issue's faults
-    python benchmarks/quota_saturation.py --rpm 3000            # and at 3,000 RPM
-    python benchmarks/quota_saturation.py --rpm 3000 --faults
-    python benchmarks/quota_saturation.py --client engine --rpm 600 [--faults] [--learn]
+    python benchmarks/quota_saturation.py          # ttc batch: 600 and 3,000 RPM, clean and faulty
+    python benchmarks/quota_saturation.py --rpm 3000 --faults on
+    python benchmarks/quota_saturation.py --client engine --rpm 600 [--faults off] [--learn]
 """
 
 from __future__ import annotations
@@ -130,6 +130,42 @@ async def engine_run(url: str, args: argparse.Namespace, out: Path) -> dict[str,
     }
 
 
+def diagnosis(
+    stats: dict[str, Any], answered: int, exited: float, rpm: int, window: float
+) -> dict[str, Any]:
+    """Where the time from the first request to the exit went, in seconds, as the server saw it.
+
+    A sliding window admits `budget` requests at once and then `rate` per second, so `answered`
+    requests need at least `(answered - budget) / rate` seconds of sending (`ideal_sending_s`).
+    On top of that come: the requests sent beyond one per answer (retries of faults, 429s,
+    hedged copies: each takes a rate unit), the sending slower than the window allows (the
+    pacing headroom, a gate closed on `remaining` 0, the loop), the tail from the last request
+    to the last response (latency, retries' backoff, hangs waiting out their timeout) and the
+    exit after the last response.
+    """
+    rate = rpm / 60
+    budget = int(rpm * window / 60)
+    sent = stats["requests"]
+    first, last_request = stats["first_request_at"], stats["last_request_at"]
+    sending = last_request - first
+    faults = sum(stats["by_fault"].values())
+    copies = sent - answered - faults - stats["rate_limited"]
+    per_second = stats["per_second"]
+    # The steady rate: whole seconds after the first window and before the last one.
+    lo, hi = math.ceil(window), int(sending) - 1
+    steady = per_second[lo:hi] if hi > lo else []
+    return {
+        "ideal_sending_s": round(max(0.0, (answered - budget) / rate), 2),
+        "extra_requests": {"faults": faults, "http_429": stats["rate_limited"], "copies": copies},
+        "extra_requests_s": round((sent - answered) / rate, 2),
+        "sending_s": round(sending, 2),
+        "slower_than_window_s": round(sending - max(0.0, (sent - budget) / rate), 2),
+        "steady_rate_of_limit": round(sum(steady) / len(steady) / rate, 4) if steady else None,
+        "tail_s": round(stats["last_response_at"] - last_request, 2),
+        "exit_s": round(exited - stats["last_response_at"], 2),
+    }
+
+
 def server_flags(args: argparse.Namespace) -> list[str]:
     flags = ["--rpm", str(args.rpm), "--window", str(args.window), "--seed", str(args.seed)]
     flags += ["--latency", str(args.latency), "--latency-sigma", str(args.latency_sigma)]
@@ -143,8 +179,18 @@ def server_flags(args: argparse.Namespace) -> list[str]:
 def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--client", choices=("batch", "engine"), default="batch")
-    parser.add_argument("--rpm", type=int, default=600, help="the server's limit per minute")
-    parser.add_argument("--faults", action="store_true", help="the issue's faults (see above)")
+    parser.add_argument(
+        "--rpm",
+        type=lambda text: [int(x) for x in text.split(",")],
+        default=[600, 3000],
+        help="the server's limits per minute, comma-separated: one line each (600,3000)",
+    )
+    parser.add_argument(
+        "--faults",
+        choices=("both", "on", "off"),
+        default="both",
+        help="the issue's faults (see above): a clean line and a faulty one (both), or one",
+    )
     parser.add_argument("--requests", type=int, help="how many (default: a minute's, --rpm)")
     parser.add_argument("--window", type=float, default=6.0, help="the server's window, seconds")
     parser.add_argument("--latency", type=float, default=0.8, help="median latency, seconds")
@@ -156,15 +202,23 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--learn", action="store_true", help="engine: no --rpm, learnt from the headers"
     )
-    args = parser.parse_args()
-    args.requests = args.requests or args.rpm
-    # Reasoning Gym has 4 tasks: enough questions for one request each, round after round.
-    args.per_task = math.ceil(args.requests / args.rounds / 4)
-    return args
+    return parser.parse_args()
 
 
 def main() -> None:
-    args = parse()
+    parsed = parse()
+    cases = {"both": [False, True], "on": [True], "off": [False]}[parsed.faults]
+    for rpm in parsed.rpm:
+        for faults in cases:
+            args = argparse.Namespace(**{**vars(parsed), "rpm": rpm, "faults": faults})
+            args.requests = parsed.requests or rpm
+            # Reasoning Gym has 4 tasks: enough questions for one request each, every round.
+            args.per_task = math.ceil(args.requests / args.rounds / 4)
+            measure(args)
+
+
+def measure(args: argparse.Namespace) -> None:
+    """One line: the client against `ttc serve` at `args.rpm`, with or without the faults."""
     with ServeProcess(*server_flags(args)) as server, tempfile.TemporaryDirectory() as tmp:
         if args.client == "batch":
             seen = run_batch(server.url, args, Path(tmp))
@@ -172,7 +226,8 @@ def main() -> None:
             seen = asyncio.run(engine_run(server.url, args, Path(tmp) / "run"))
         stats = server.stats()
     first = stats["first_request_at"]
-    wall = seen.pop("exited") - first
+    exited = seen.pop("exited")
+    wall = exited - first
     answered = seen["answered"]
     line = {
         "benchmark": "quota_saturation",
@@ -203,6 +258,7 @@ def main() -> None:
         "http_429": stats["rate_limited"],
         "share_429": round(stats["rate_limited"] / max(1, stats["requests"]), 4),
         **seen,
+        "where_the_time_went": diagnosis(stats, answered, exited, args.rpm, args.window),
     }
     sys.stdout.write(orjson.dumps(line).decode() + "\n")
 

@@ -30,9 +30,9 @@ the TPM bucket bursts `headroom` of a minute's tokens: any window then holds at 
   year is not waited for); a refused request waits at least its retry-after before its own retry
   (the retry policy, with the same cap). Nothing ever sleeps for everyone: in-flight requests
   are never held, and waits are timers on futures.
-- Stragglers (`_stragglers`): once fewer requests are under way than the cap and none waits for
-  a slot (the work has run out), an attempt far slower than the others gets a second copy, so
-  that a hang does not hold the end of the run or round until its timeout.
+- Stragglers (`_stragglers`): once the work fed through `fed()` has all been taken and none waits
+  for a slot (the end of a run or of a round), an attempt far slower than the others gets a
+  second copy, so that a hang does not hold the end until its timeout.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ import asyncio
 import collections
 import contextlib
 import math
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import TypeVar
 
 from ttc.engine._errors import ConfigError
 from ttc.engine._pace import RequestPace, TokenPace, Window
@@ -50,6 +51,7 @@ from ttc.engine._stragglers import Stragglers
 from ttc.engine._types import RateInfo
 
 Ticket = int
+T = TypeVar("T")
 """The sequence number of a slot: which rate-limit episode a refusal belongs to."""
 
 
@@ -165,9 +167,10 @@ class Limiter:
         self._gate_waiters: dict[asyncio.Future[None], None] = {}
         self._in_flight = 0
         self._max_in_flight = 0
-        self._open = 0  # requests under way (`request()`)
         self._started: dict[Ticket, float] = {}  # when each slot in flight took its RPM unit
         self._waiting = 0  # slots asked for and not yet granted
+        self._feeding = 0  # sources of work (`fed`) not yet run out
+        self._ran_out = False  # a source has run out (and none is feeding)
         self.stragglers = Stragglers(self._idle)
 
     def _set_rpm(self, rpm: float | None) -> None:
@@ -252,25 +255,20 @@ class Limiter:
         finally:
             self._cap.release()
 
-    @contextlib.contextmanager
-    def request(self) -> Iterator[None]:
-        """Marks one request under way for its whole life: its attempts and the waits between.
-
-        While fewer requests are under way than the concurrency cap and none waits for a slot,
-        the work has run out (the end of a run or of a round): stragglers are then hedged
-        (`_stragglers`).
-        """
-        self._open += 1
+    def fed(self, jobs: Iterable[T]) -> Iterator[T]:
+        """`jobs`, passed through; once they have all been taken, the requests under way are the
+        last ones (the end of a run or of a round), and while none waits for a slot their
+        stragglers are hedged (`_stragglers`). Work not fed through here is never hedged."""
+        self._feeding += 1
         try:
-            yield
+            yield from jobs
         finally:
-            self._open -= 1
-            # Checked on the next turn of the loop: a worker whose request just ended takes up
-            # its next one in the same step, and then the work has not run out.
-            asyncio.get_running_loop().call_soon(self.stragglers.idle)
+            self._feeding -= 1
+            self._ran_out = True
+            self.stragglers.idle()
 
     def _idle(self) -> bool:
-        return self._open < self._cap.limit and self._waiting == 0
+        return self._ran_out and not self._feeding and not self._waiting
 
     async def _wait_for_rates(self, est_tokens: int) -> float | None:
         await self._pass_gate()
@@ -291,8 +289,11 @@ class Limiter:
             pace.charge(actual - estimated)
 
     def succeeded(self, rate: RateInfo | None = None) -> None:
-        """A clean response: the cap grows; announced limits and exhausted quotas are heeded."""
+        """A clean response: the cap (and a paced rate cut by refusals) grows; announced limits
+        and exhausted quotas are heeded."""
         self._cap.grow()
+        if self._requests is not None and self._cap.adaptive:
+            self._requests.recover()
         if rate is not None:
             self.observe(rate)
 
@@ -304,6 +305,11 @@ class Limiter:
             self.cuts += 1
             self._episode_from = self._next_ticket
         if self._requests is not None:
+            # Paced (no window learnt, or one given up), a refusal means the quota is shared
+            # or smaller than ours: the rate backs off too, since the cap alone does not slow a
+            # rate that pacing, not concurrency, sets.
+            if episode and self._requests.window is None and self._cap.adaptive:
+                self._requests.slow_down(self._cap.decrease)
             self._requests.refused(self._started.get(ticket), widen=episode)
         if rate is not None:
             self.observe(rate)

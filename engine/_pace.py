@@ -42,6 +42,7 @@ from dataclasses import dataclass
 __all__ = ["RequestPace", "TokenPace", "Window"]
 
 AGREEING = 2  # responses running on which the window's estimates agree (or show another client)
+RECOVERY = 0.01  # of the configured rate, regained per clean answer after a slow-down
 _MIN_BUDGET = 4  # a window admitting fewer requests is paced: bursting it gains nothing
 
 
@@ -99,6 +100,7 @@ class RequestPace:
     """Admits one request at a time: paced at `interval`, or within a learnt `window`."""
 
     def __init__(self, interval: float, period: float, *, learn: bool = True) -> None:
+        self.base = interval  # the configured pace; refusals slow it, clean answers restore it
         self.interval = interval
         self.tolerance = interval / 2
         self.period = period
@@ -149,6 +151,19 @@ class RequestPace:
             return now
         # Room comes when the budget-th newest request leaves the span.
         return self._sent.newest(window.budget) + window.span
+
+    def slow_down(self, factor: float) -> None:
+        """A refusal episode while paced: the rate is multiplied by `factor` (at most one request
+        per period)."""
+        self.interval = min(self.period, self.interval / factor)
+        self.tolerance = self.interval / 2
+
+    def recover(self) -> None:
+        """A clean answer: the rate grows back by RECOVERY of the configured rate, up to it."""
+        if self.interval > self.base:
+            rate = 1 / self.interval + RECOVERY / self.base
+            self.interval = max(self.base, 1 / rate)
+            self.tolerance = self.interval / 2
 
     def heed(self, now: float, limit: int, remaining: int, reset: float) -> None:
         """Learns the window from one response's headers, or checks the learnt one still holds."""

@@ -143,7 +143,8 @@ class RoundRun:
             workers = min(cfg.concurrency, to_send)
             # A few verify workers per verifier process keep every process busy.
             verifiers = min(workers, max(4, 4 * cfg.verifier_workers))
-            jobs = self._jobs(allotment, plan, sampling, replayed)
+            # Fed through the limiter: once all are taken, stragglers are hedged.
+            jobs = ctx.limiter.fed(self._jobs(allotment, plan, sampling, replayed))
             stats = self.stats
 
             async def send(job: Job) -> Outcome:

@@ -133,25 +133,24 @@ class Sender:
         `account` tells the tokens a result used and the rate-limit headers it came with.
         """
         attempt = 0
-        with self.limiter.request():
-            while True:
-                attempt += 1
-                try:
-                    # A straggler gets a second copy once the work has run out (`_stragglers`).
-                    result = await first_answer(
-                        lambda due: self.call_limited(est_tokens, call, account, due),
-                        lambda: self.call_limited(est_tokens, call, account),
-                    )
-                    return result, None, attempt
-                except ProviderError as exc:
-                    error = exc
-                if not self.policy.should_retry(attempt, error):
-                    return None, error, attempt
-                # The retry waits at least the provider's retry-after (the policy's floor);
-                # other requests go on, paced by the limiter whose cap the refusal has cut.
-                delay = self.policy.delay(attempt, error, self._rng)
-                on_retry(attempt, error, delay)
-                await asyncio.sleep(delay)
+        while True:
+            attempt += 1
+            try:
+                # A straggler gets a second copy once the work has run out (`_stragglers`).
+                result = await first_answer(
+                    lambda due: self.call_limited(est_tokens, call, account, due),
+                    lambda: self.call_limited(est_tokens, call, account),
+                )
+                return result, None, attempt
+            except ProviderError as exc:
+                error = exc
+            if not self.policy.should_retry(attempt, error):
+                return None, error, attempt
+            # The retry waits at least the provider's retry-after (the policy's floor); other
+            # requests go on, paced by the limiter whose cap the refusal has cut.
+            delay = self.policy.delay(attempt, error, self._rng)
+            on_retry(attempt, error, delay)
+            await asyncio.sleep(delay)
 
     async def call_limited(
         self,

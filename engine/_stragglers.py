@@ -104,7 +104,10 @@ class Stragglers:
 
     def _fire(self, due: asyncio.Future[None]) -> None:
         self._timers.pop(due, None)
-        if not due.done():
+        # The work may have come back since the timer was set (a worker between two requests
+        # looks like the end for one turn of the loop): then no copy; the next `idle()` that
+        # finds the work really run out sets the timer again.
+        if not due.done() and self._idle():
             self.hedges += 1
             _resolve(due)
 

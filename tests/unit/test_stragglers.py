@@ -42,11 +42,16 @@ class Calls:
 
 
 async def run(
-    clock: FakeClock, scripts: list[list[float]], timeout_s: float, workers: int = 4
+    clock: FakeClock,
+    scripts: list[list[float]],
+    timeout_s: float,
+    workers: int = 4,
+    fed: bool = True,
 ) -> tuple[Calls, dict[int, tuple[str | None, int]], Limiter, float]:
-    """Sends one request per script through a Sender (base delay 0), `workers` at once; moves
-    the clock until all have answered. Returns the calls, each request's (answer, attempts),
-    the limiter and when the last answered."""
+    """Sends one request per script through a Sender (base delay 0), `workers` at once, the
+    jobs fed through the limiter (`fed`) as the engine and `ttc batch` do; moves the clock until
+    all have answered. Returns the calls, each request's (answer, attempts), the limiter and
+    when the last answered."""
     calls = Calls(clock)
     limiter = Limiter(max_concurrency=workers)
     sender = Sender(None, limiter, RetryPolicy(base_delay=0.0), timeout_s)
@@ -58,7 +63,8 @@ async def run(
         )
         results[key] = (answer, attempts)
 
-    pool = asyncio.create_task(bounded(range(len(scripts)), one, workers))
+    keys = range(len(scripts))
+    pool = asyncio.create_task(bounded(limiter.fed(keys) if fed else keys, one, workers))
     t = 0.0
     while not pool.done() and t < 1000:
         t = round(t + 0.05, 2)
@@ -92,6 +98,24 @@ async def test_no_copy_while_other_requests_wait_for_a_slot(clock: FakeClock) ->
     assert second - first == pytest.approx(5.0, abs=0.06)
     assert calls.cancelled == [(110, 0)]  # by its timeout, no copy sent before
     assert all(len(started) == 1 for k, started in calls.started.items() if k != 110)
+
+
+async def test_no_copy_of_a_slow_attempt_while_jobs_remain_to_be_taken(clock: FakeClock) -> None:
+    # Between two requests a worker passes the loop once (the pool's pause): for that moment
+    # fewer requests are under way than the cap and none waits, which is not the end of the work.
+    # The last ones answer faster than the 90th percentile: none of them is due at the end.
+    scripts = [[1.0]] * 120 + [[3.0]] + [[0.5]] * 40
+    calls, results, limiter, _ = await run(clock, scripts, timeout_s=100.0)
+    assert results[120] == ("120#0", 1)
+    assert limiter.stragglers.hedges == 0
+    assert all(len(started) == 1 for started in calls.started.values())
+
+
+async def test_work_not_fed_through_the_limiter_is_never_copied(clock: FakeClock) -> None:
+    scripts = [[1.0]] * 120 + [[HANG, 1.0]]
+    _, results, limiter, _ = await run(clock, scripts, timeout_s=5.0, fed=False)
+    assert results[120] == ("120#1", 2)  # waited out its timeout, then retried
+    assert limiter.stragglers.hedges == 0
 
 
 async def test_no_copy_while_too_few_latencies_are_known(clock: FakeClock) -> None:
