@@ -139,7 +139,7 @@ class Sender:
                 # A straggler gets a second copy once the work has run out (`_stragglers`).
                 result = await first_answer(
                     lambda due: self.call_limited(est_tokens, call, account, due),
-                    lambda: self.call_limited(est_tokens, call, account),
+                    lambda: self.call_limited(est_tokens, call, account, copy=True),
                 )
                 return result, None, attempt
             except ProviderError as exc:
@@ -158,10 +158,14 @@ class Sender:
         call: Callable[[], Awaitable[T]],
         account: Callable[[T], tuple[int, RateInfo | None]],
         due: asyncio.Future[None] | None = None,
+        *,
+        copy: bool = False,
     ) -> T:
         """One attempt: a limiter slot, a timeout, the call; its outcome feeds the limiter.
-        `due`, if given, is made done if the attempt becomes a straggler (`_stragglers`)."""
+        `due`, if given, is made done if the attempt becomes a straggler (`_stragglers`); `copy`
+        marks a straggler's second copy, counted once it has its slot."""
         async with self.limiter.slot(est_tokens) as ticket:
+            self.limiter.stragglers.copies += copy  # a straggler's copy goes out
             try:
                 async with asyncio.timeout(self.timeout_s):
                     with self.limiter.stragglers.watch(due):

@@ -56,7 +56,8 @@ class Stragglers:
         # Running attempts that may be hedged: their `due` future, and when they started.
         self._running: dict[asyncio.Future[None], float] = {}
         self._timers: dict[asyncio.Future[None], asyncio.TimerHandle] = {}
-        self.hedges = 0  # due futures made done: second copies sent (or on their way)
+        self.hedges = 0  # due futures made done: second copies on their way
+        self.copies = 0  # second copies that got their slot and went out (the Sender counts)
 
     def threshold(self) -> float | None:
         """Seconds after which an attempt is a straggler; None while too few are known."""

@@ -84,6 +84,7 @@ async def test_a_hang_at_the_end_gets_a_second_copy_and_one_answer_is_kept(
     assert calls.started[120] == pytest.approx([30.0, 31.0], abs=0.06)
     assert calls.cancelled == [(120, 0)]  # the hung copy is let go once the other answered
     assert limiter.stragglers.hedges == 1
+    assert limiter.stragglers.copies == 1  # what summary.json reports as hedged copies
     assert ended <= 32.2
     assert all(results[k] == (f"{k}#0", 1) for k in range(120))  # nothing else copied
 
@@ -107,7 +108,7 @@ async def test_no_copy_of_a_slow_attempt_while_jobs_remain_to_be_taken(clock: Fa
     scripts = [[1.0]] * 120 + [[3.0]] + [[0.5]] * 40
     calls, results, limiter, _ = await run(clock, scripts, timeout_s=100.0)
     assert results[120] == ("120#0", 1)
-    assert limiter.stragglers.hedges == 0
+    assert limiter.stragglers.hedges == limiter.stragglers.copies == 0
     assert all(len(started) == 1 for started in calls.started.values())
 
 
