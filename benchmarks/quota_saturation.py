@@ -137,30 +137,32 @@ def diagnosis(
 
     A sliding window admits `budget` requests at once and then `rate` per second, so `answered`
     requests need at least `(answered - budget) / rate` seconds of sending (`ideal_sending_s`).
-    On top of that come: the requests sent beyond one per answer (retries of faults, 429s,
-    hedged copies: each takes a rate unit), the sending slower than the window allows (the
-    pacing headroom, a gate closed on `remaining` 0, the loop), the tail from the last request
-    to the last response (latency, retries' backoff, hangs waiting out their timeout) and the
-    exit after the last response.
+    The requests the server saw are split at the second by which 99% had arrived: the `bulk`,
+    which takes `extra_requests_s` for the requests beyond one per answer (retries of faults,
+    429s, stragglers' copies: a rate unit each) and `slower_than_window_s` for sending below what
+    the window admits (pacing headroom, a gate closed on `remaining` 0, the loop's lateness);
+    then the `late` 1% (retries after a hang's timeout or a backoff), the `tail` from the last
+    request to the last response, and the `exit` after it.
     """
     rate = rpm / 60
     budget = int(rpm * window / 60)
     sent = stats["requests"]
     first, last_request = stats["first_request_at"], stats["last_request_at"]
-    sending = last_request - first
     faults = sum(stats["by_fault"].values())
     copies = sent - answered - faults - stats["rate_limited"]
-    per_second = stats["per_second"]
-    # The steady rate: whole seconds after the first window and before the last one.
-    lo, hi = math.ceil(window), int(sending) - 1
-    steady = per_second[lo:hi] if hi > lo else []
+    seen, bulk_s, bulk = 0, 0.0, 0
+    for second, count in enumerate(stats["per_second"]):
+        seen += count
+        if seen >= 0.99 * sent:
+            bulk_s, bulk = float(second + 1), seen
+            break
     return {
         "ideal_sending_s": round(max(0.0, (answered - budget) / rate), 2),
         "extra_requests": {"faults": faults, "http_429": stats["rate_limited"], "copies": copies},
         "extra_requests_s": round((sent - answered) / rate, 2),
-        "sending_s": round(sending, 2),
-        "slower_than_window_s": round(sending - max(0.0, (sent - budget) / rate), 2),
-        "steady_rate_of_limit": round(sum(steady) / len(steady) / rate, 4) if steady else None,
+        "bulk_s": bulk_s,
+        "slower_than_window_s": round(bulk_s - max(0.0, (bulk - budget) / rate), 2),
+        "late_s": round(max(0.0, last_request - first - bulk_s), 2),
         "tail_s": round(stats["last_response_at"] - last_request, 2),
         "exit_s": round(exited - stats["last_response_at"], 2),
     }
