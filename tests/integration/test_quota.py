@@ -64,7 +64,8 @@ async def test_two_clients_on_one_quota_both_back_off() -> None:
     options = ServeOptions(port=0, rpm=1200, window=1.0, latency=0.05)
     async with running_server(options) as server:
         first = Limiter(rpm=1200, max_concurrency=32)
-        ahead = asyncio.create_task(_send_all(server.url, first, 60, "first"))
+        # Long enough (about 8 s alone) that the second's requests share its window.
+        ahead = asyncio.create_task(_send_all(server.url, first, 160, "first"))
         for _ in range(500):  # until the first has learnt the window (10 s at most)
             if first.window is not None or ahead.done():
                 break
@@ -74,7 +75,7 @@ async def test_two_clients_on_one_quota_both_back_off() -> None:
         statuses = await _send_all(server.url, second, 60, "second")
         statuses += await ahead
         stats = server.stats()
-    assert statuses == [200] * 120
+    assert statuses == [200] * 220
     # The first gave its learnt window up once the other's requests shared it; the second,
     # seeing a window it had not filled alone, never took one.
     assert [first.window, second.window] == [None, None]
