@@ -1,24 +1,46 @@
-"""Sitting at a quota without tripping it: the engine against `ttc serve --rpm`.
+"""Sitting at a quota: `ttc batch` (or the engine) against `ttc serve --rpm --window`.
 
-`ttc serve` enforces `--rpm` over a sliding window shrunk to `--window` seconds (a 6 s window
-admits a tenth of the per-minute limit), so a run that would take minutes against a real quota
-takes about one. The engine runs `unif` over Reasoning Gym through `OpenAIProvider`, configured
-with the same `--rpm` (or, with `--learn`, with no limit at all: it starts from the server's
-`x-ratelimit-limit-requests` header and its adaptive concurrency cap). Reported: requests per
-minute achieved (answered requests over the rounds' wall time, the barrier between rounds
-included) as a fraction of the limit, and the 429s the server answered. Prints one JSON line.
-The answers come from the offline simulator: this measures the machinery, never the method.
+`ttc serve` enforces `--rpm` over a sliding window shrunk to `--window` seconds (6 s: 300
+requests in any 6 s at 3,000 RPM), answers after a lognormal latency (median 0.8 s, sigma 0.6)
+and sends OpenAI's `x-ratelimit-*` headers, scaled to a minute, on every response. `--faults`
+adds the issue's faults: 2% 500s, 2% 503s, 1% connection resets, 1% truncated 200 bodies and
+0.5% hangs, with a 10 s client timeout. The client sends a minute's worth of requests (`--rpm`):
 
-    python benchmarks/quota_saturation.py [--rpm 600] [--window 6] [--requests 600] [--learn]
+- `--client batch` (the default) runs `ttc batch INPUT --rpm R --concurrency 128 --timeout 10`
+  as its own process, as the issue's author did, on generic chat requests;
+- `--client engine` runs `unif` over Reasoning Gym in this process through `OpenAIProvider`, in
+  one round (`--rounds` more), configured with the same `--rpm` (`--learn`: no limit at all, it
+  starts from the server's `x-ratelimit-limit-requests`).
+
+One JSON line per limit and case (four by default: 600 and 3,000 RPM, clean and faulty).
+Reported, as the issue measures it: `fraction_of_limit`, the answered requests over the time
+from the first request the server saw to the client's exit, per minute, over the limit (60 s is
+the ideal for a minute's worth; a sliding window admits a whole window at once, so a client can
+score above 1.0). Also the 429s the server answered, the answers it served in full
+(`server_answers`: above `answered` when a hedged copy and its original both answered), and,
+for the engine, its own measure (answers over the rounds' wall time, barriers included), the
+window the limiter learnt and the stragglers it copied. `where_the_time_went` splits the time
+from the first request to the exit as the server saw it (`diagnosis`). The answers come from the
+offline simulator: this measures the machinery, never the method.
+
+    python benchmarks/quota_saturation.py          # ttc batch: 600 and 3,000 RPM, clean and faulty
+    python benchmarks/quota_saturation.py --rpm 3000 --faults on
+    python benchmarks/quota_saturation.py --client engine --rpm 600 [--faults off] [--learn]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
+import os
+import subprocess
 import sys
 import tempfile
+import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import orjson
 from _serving import ServeProcess
@@ -26,65 +48,219 @@ from _serving import ServeProcess
 from ttc.adapters import OpenAIProvider, ReasoningGymSuite
 from ttc.engine import Engine, RunConfig
 
+FAULTS = {"500": 0.02, "503": 0.02, "reset": 0.01, "truncated": 0.01, "hang": 0.005}
+KEY_ENV = "TTC_QUOTA_BENCH_KEY"
 
-async def engine_run(url: str, args: argparse.Namespace, out: Path) -> tuple[int, float, int]:
+
+def batch_input(path: Path, n: int) -> None:
+    """`n` chat requests in the Batch input format (generic prompts: the sim answers prose)."""
+    with path.open("wb") as out:
+        for i in range(n):
+            body = {"model": "sim", "messages": [{"role": "user", "content": f"Say hello, {i}."}]}
+            line = {"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions"}
+            out.write(orjson.dumps({**line, "body": body}) + b"\n")
+
+
+def run_batch(url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """`ttc batch` in its own process; what it answered, and when it exited."""
+    inp, out = tmp / "input.jsonl", tmp / "output.jsonl"
+    batch_input(inp, args.requests)
+    command = [sys.executable, "-m", "ttc.engine.cli", "batch", str(inp), "--out", str(out)]
+    command += ["--base-url", url + "/v1", "--api-key-env", KEY_ENV, "--quiet"]
+    command += ["--rpm", str(args.rpm), "--concurrency", str(args.concurrency)]
+    command += ["--timeout", str(args.timeout)]
+    started = time.time()
+    done = subprocess.run(
+        command, env={**os.environ, KEY_ENV: "sk-sim"}, capture_output=True, text=True, check=False
+    )
+    exited = time.time()
+    if done.returncode != 0:
+        raise RuntimeError(f"ttc batch exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+    lines = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    ids = Counter(line["custom_id"] for line in lines)
+    answered = {
+        line["custom_id"]
+        for line in lines
+        if line["response"] is not None and line["response"]["status_code"] == 200
+    }
+    return {
+        "started": started,
+        "exited": exited,
+        "answered": len(answered),
+        "answered_twice": sum(1 for n in ids.values() if n > 1),
+    }
+
+
+async def engine_run(url: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """`unif` over Reasoning Gym in this process; what it answered, and when it ended."""
     suite = ReasoningGymSuite(per_task=args.per_task)
     items = suite.items()
-    rounds = max(1, round(args.requests / len(items)))
     config = RunConfig(
         method="unif",
-        rounds=rounds,
+        rounds=args.rounds,
         concurrency=args.concurrency,
         rpm=None if args.learn else args.rpm,
+        timeout_s=args.timeout,
         verifier_workers=1,
     )
+    started = time.time()
     provider = OpenAIProvider("sim", base_url=url + "/v1")
     try:
         async with Engine(provider, suite, config, out_dir=out) as engine:
             await engine.verifiers.ready()
             result = await engine.run(items)
-            cuts = engine.limiter.cuts
+            limiter = engine.limiter
     finally:
         await provider.aclose()
-    wall = sum(s.wall_s for s in result.rounds)
+    exited = time.time()
+    window = limiter.window
+    rounds_wall = sum(s.wall_s for s in result.rounds)
     answered = sum(s.samples - s.errors for s in result.rounds)
-    return answered, wall, cuts
+    return {
+        "started": started,
+        "exited": exited,
+        "answered": answered,
+        "engine_wall_s": round(rounds_wall, 2),
+        "engine_fraction": round(answered / rounds_wall * 60 / args.rpm, 4),
+        "window_learnt": None
+        if window is None
+        else {"seconds": round(window.seconds, 3), "budget": window.budget},
+        "stragglers_copied": limiter.stragglers.hedges,
+        "concurrency_cuts": limiter.cuts,
+    }
+
+
+def diagnosis(
+    stats: dict[str, Any], answered: int, exited: float, rpm: int, window: float
+) -> dict[str, Any]:
+    """Where the time from the first request to the exit went, in seconds, as the server saw it.
+
+    A sliding window admits `budget` requests at once and then `rate` per second, so `answered`
+    requests need at least `(answered - budget) / rate` seconds of sending (`ideal_sending_s`).
+    The requests the server saw are split at the second by which 99% had arrived: the `bulk`,
+    which takes `extra_requests_s` for the requests beyond one per answer (retries of faults,
+    429s, stragglers' copies: a rate unit each) and `slower_than_window_s` for sending below what
+    the window admits (pacing headroom, a gate closed on `remaining` 0, the loop's lateness);
+    then the `late` 1% (retries after a hang's timeout or a backoff), the `tail` from the last
+    request to the last response, and the `exit` after it.
+    """
+    rate = rpm / 60
+    budget = int(rpm * window / 60)
+    sent = stats["requests"]
+    first, last_request = stats["first_request_at"], stats["last_request_at"]
+    faults = sum(stats["by_fault"].values())
+    copies = sent - answered - faults - stats["rate_limited"]
+    seen, bulk_s, bulk = 0, 0.0, 0
+    for second, count in enumerate(stats["per_second"]):
+        seen += count
+        if seen >= 0.99 * sent:
+            bulk_s, bulk = float(second + 1), seen
+            break
+    return {
+        "ideal_sending_s": round(max(0.0, (answered - budget) / rate), 2),
+        "extra_requests": {"faults": faults, "http_429": stats["rate_limited"], "copies": copies},
+        "extra_requests_s": round((sent - answered) / rate, 2),
+        "bulk_s": bulk_s,
+        "slower_than_window_s": round(bulk_s - max(0.0, (bulk - budget) / rate), 2),
+        "late_s": round(max(0.0, last_request - first - bulk_s), 2),
+        "tail_s": round(stats["last_response_at"] - last_request, 2),
+        "exit_s": round(exited - stats["last_response_at"], 2),
+    }
+
+
+def server_flags(args: argparse.Namespace) -> list[str]:
+    flags = ["--rpm", str(args.rpm), "--window", str(args.window), "--seed", str(args.seed)]
+    flags += ["--latency", str(args.latency), "--latency-sigma", str(args.latency_sigma)]
+    flags += ["--per-task", str(args.per_task), "--quiet"]
+    if args.faults:
+        for kind, p in FAULTS.items():
+            flags += [f"--fault-{kind}", str(p)]
+    return flags
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--client", choices=("batch", "engine"), default="batch")
+    parser.add_argument(
+        "--rpm",
+        type=lambda text: [int(x) for x in text.split(",")],
+        default=[600, 3000],
+        help="the server's limits per minute, comma-separated: one line each (600,3000)",
+    )
+    parser.add_argument(
+        "--faults",
+        choices=("both", "on", "off"),
+        default="both",
+        help="the issue's faults (see above): a clean line and a faulty one (both), or one",
+    )
+    parser.add_argument("--requests", type=int, help="how many (default: a minute's, --rpm)")
+    parser.add_argument("--window", type=float, default=6.0, help="the server's window, seconds")
+    parser.add_argument("--latency", type=float, default=0.8, help="median latency, seconds")
+    parser.add_argument("--latency-sigma", type=float, default=0.6)
+    parser.add_argument("--concurrency", type=int, default=128)
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per attempt")
+    parser.add_argument("--seed", type=int, default=0, help="the server's faults and latencies")
+    parser.add_argument("--rounds", type=int, default=1, help="engine: rounds the requests span")
+    parser.add_argument(
+        "--learn", action="store_true", help="engine: no --rpm, learnt from the headers"
+    )
+    return parser.parse_args()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rpm", type=int, default=600, help="the server's limit per minute")
-    parser.add_argument("--window", type=float, default=6.0, help="the server's window, seconds")
-    parser.add_argument("--requests", type=int, default=600, help="about this many requests")
-    parser.add_argument("--per-task", type=int, default=150, help="Reasoning Gym questions/task")
-    parser.add_argument("--latency", type=float, default=0.2, help="server's median latency, s")
-    parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument(
-        "--learn", action="store_true", help="give the engine no --rpm: learn it from headers"
-    )
-    args = parser.parse_args()
-    flags = ["--per-task", str(args.per_task), "--rpm", str(args.rpm)]
-    flags += ["--window", str(args.window), "--latency", str(args.latency)]
-    with ServeProcess(*flags) as server, tempfile.TemporaryDirectory() as tmp:
-        answered, wall, cuts = asyncio.run(engine_run(server.url, args, Path(tmp) / "run"))
+    parsed = parse()
+    cases = {"both": [False, True], "on": [True], "off": [False]}[parsed.faults]
+    for rpm in parsed.rpm:
+        for faults in cases:
+            args = argparse.Namespace(**{**vars(parsed), "rpm": rpm, "faults": faults})
+            args.requests = parsed.requests or rpm
+            # Reasoning Gym has 4 tasks: enough questions for one request each, every round.
+            args.per_task = math.ceil(args.requests / args.rounds / 4)
+            measure(args)
+
+
+def measure(args: argparse.Namespace) -> None:
+    """One line: the client against `ttc serve` at `args.rpm`, with or without the faults."""
+    with ServeProcess(*server_flags(args)) as server, tempfile.TemporaryDirectory() as tmp:
+        if args.client == "batch":
+            seen = run_batch(server.url, args, Path(tmp))
+        else:
+            seen = asyncio.run(engine_run(server.url, args, Path(tmp) / "run"))
         stats = server.stats()
-    achieved_rpm = answered / wall * 60
+    first = stats["first_request_at"]
+    exited = seen.pop("exited")
+    wall = exited - first
+    answered = seen["answered"]
     line = {
         "benchmark": "quota_saturation",
         "simulated": True,
         "note": "ttc serve answers with the sim model: measures the machinery, not the method",
+        "client": args.client,
         "limit_rpm": args.rpm,
         "server_window_s": args.window,
-        "engine_rpm_setting": None if args.learn else args.rpm,
-        "server_latency_median_s": args.latency,
+        "latency_median_s": args.latency,
+        "latency_sigma": args.latency_sigma,
+        "faults": FAULTS if args.faults else None,
+        "timeout_s": args.timeout,
+        "seed": args.seed,
+        "requests": args.requests,
+        **(
+            {"engine_rpm_setting": None if args.learn else args.rpm}
+            if args.client == "engine"
+            else {}
+        ),
         "answered": answered,
+        "first_request_to_exit_s": round(wall, 2),
+        "fraction_of_limit": round(answered / wall * 60 / args.rpm, 4),
+        "startup_s": round(first - seen.pop("started"), 2),
+        "last_response_to_exit_s": round(first + wall - stats["last_response_at"], 2),
         "server_requests": stats["requests"],
-        "wall_s": round(wall, 2),
-        "achieved_rpm": round(achieved_rpm, 1),
-        "fraction_of_limit": round(achieved_rpm / args.rpm, 4),
+        "server_answers": stats["ok"],
+        "server_faults": {k: v for k, v in stats["by_fault"].items() if v},
         "http_429": stats["rate_limited"],
         "share_429": round(stats["rate_limited"] / max(1, stats["requests"]), 4),
-        "concurrency_cuts": cuts,
+        **seen,
+        "where_the_time_went": diagnosis(stats, answered, exited, args.rpm, args.window),
     }
     sys.stdout.write(orjson.dumps(line).decode() + "\n")
 

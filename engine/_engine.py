@@ -302,8 +302,8 @@ class Engine:
             log.info("nothing new to do: the run's reports are left as they were")
             return
         extra = self.parts.summary_extra(
-            self.models.summary(state), self.pricing, self.role_cost(state), self.stopped, state
-        )  # fmt: skip
+            self.models.summary(state), self.pricing, self.role_cost(state), self.stopped, state,
+            self.limiter.stragglers.copies)  # fmt: skip
         self.rundir.write_results(state, extra, timer.wall, self.cost)
 
     async def _rounds(

@@ -9,25 +9,30 @@ any stage gives back what it holds.
 
 Sitting at a quota without tripping it. A server counts requests in a window (a minute for
 OpenAI; shorter for `ttc serve --window`). A bucket that may burst its whole minute at once and
-then refills at the full rate puts nearly two minutes' worth into the first window, so the RPM
-bucket here holds a single request (pure pacing) at `(1 - headroom)` of the limit, and the TPM
-bucket a burst of `headroom` of a minute's tokens: any window then holds at most the limit.
+then refills at the full rate puts nearly two minutes' worth into the first window, so requests
+are paced at `(1 - headroom)` of the limit until the server's own headers show its window, and
+the TPM bucket bursts `headroom` of a minute's tokens: any window then holds at most the limit.
 
-- RPM: aiolimiter's leaky bucket of size 1.
-- TPM: a GCRA (a virtual "bucket empty at" time) instead of aiolimiter, because a request's
-  tokens are only estimated when it starts: the estimate is charged up front and corrected
-  (either way) once the usage is known, and a request larger than the burst passes once the
-  bucket is empty instead of being refused.
+- RPM: `RequestPace` (`_pace`): even pacing on a schedule that the loop's lateness does not
+  slow, or, once the headers have shown the server's sliding window, that window's budget sent
+  as soon as it has room (a sliding window admits its whole budget at any moment).
+- TPM: `TokenPace`, a GCRA (a virtual "bucket empty at" time), because a request's tokens are
+  only estimated when it starts: the estimate is charged up front and corrected (either way)
+  once the usage is known, and a request larger than the burst passes once the bucket is empty
+  instead of being refused.
 - Concurrency: AIMD. The cap grows by about one place per cap's worth of clean responses and is
   cut by `decrease` once per rate-limit episode: refusals of requests that started before the
   cut are the same episode and do not cut again.
 - Limits the server announces (`x-ratelimit-limit-*`, parsed into `RateInfo` by the adapter)
   start the buckets when none were configured and lower them when they are stricter. A response
-  saying nothing is left (`remaining` 0) closes the gate until its reset time, for at most
-  `MAX_RETRY_AFTER_S` (60 s: a reset announced for next year is not waited for); a refused
-  request waits at least its retry-after before its own retry (the retry policy, with the same
-  cap). Nothing ever sleeps for everyone: in-flight requests are never held, and waits are timers
-  on futures.
+  saying nothing is left (`remaining` 0) closes the gate until its reset time (unless a learnt
+  window is full by design), for at most `MAX_RETRY_AFTER_S` (60 s: a reset announced for next
+  year is not waited for); a refused request waits at least its retry-after before its own retry
+  (the retry policy, with the same cap). Nothing ever sleeps for everyone: in-flight requests
+  are never held, and waits are timers on futures.
+- Stragglers (`_stragglers`): once the work fed through `fed()` has all been taken and none waits
+  for a slot (the end of a run or of a round), an attempt far slower than the others gets a
+  second copy, so that a hang does not hold the end until its timeout.
 """
 
 from __future__ import annotations
@@ -36,15 +41,17 @@ import asyncio
 import collections
 import contextlib
 import math
-from collections.abc import AsyncIterator
-
-from aiolimiter import AsyncLimiter
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import TypeVar
 
 from ttc.engine._errors import ConfigError
+from ttc.engine._pace import RequestPace, TokenPace, Window
 from ttc.engine._retry import MAX_RETRY_AFTER_S
+from ttc.engine._stragglers import Stragglers
 from ttc.engine._types import RateInfo
 
 Ticket = int
+T = TypeVar("T")
 """The sequence number of a slot: which rate-limit episode a refusal belongs to."""
 
 
@@ -53,55 +60,6 @@ def _positive_or_none(name: str, value: float | None) -> float | None:
     if value is not None and not (value > 0 and math.isfinite(value)):
         raise ConfigError(f"{name} must be > 0 or unset (unlimited), got {value!r}")
     return value
-
-
-class _TokenPace:
-    """GCRA over tokens: at most `burst` tokens at once, `rate` tokens per second after that."""
-
-    def __init__(self, rate: float, burst: float) -> None:
-        self.rate = rate
-        self.burst = burst
-        self._empty_at = -math.inf  # when the virtual bucket drains completely
-        self._lock = asyncio.Lock()  # FIFO: requests pass in the order they asked
-        # The head waiter's wake-up: its timer, or a refund that makes room sooner.
-        self._wake: asyncio.Future[None] | None = None
-
-    def _level(self, now: float) -> float:
-        return max(0.0, self._empty_at - now) * self.rate
-
-    async def take(self, amount: float) -> None:
-        async with self._lock:
-            loop = asyncio.get_running_loop()
-            while True:
-                now = loop.time()
-                level = self._level(now)
-                # An amount above the burst waits for an empty bucket; otherwise for room.
-                room_needed = max(0.0, level + min(amount, self.burst) - self.burst)
-                if room_needed <= 1e-9:
-                    break
-                wake = self._wake = loop.create_future()
-                timer = loop.call_later(room_needed / self.rate, _resolve, wake)
-                try:
-                    await wake
-                finally:
-                    timer.cancel()
-                    self._wake = None
-            self._empty_at = max(self._empty_at, now) + amount / self.rate
-
-    def charge(self, amount: float) -> None:
-        """Adds (or, negative, refunds) tokens without waiting; never refunds into the past.
-
-        A refund wakes the request waiting at the head, which then re-checks its room.
-        """
-        now = asyncio.get_running_loop().time()
-        self._empty_at = max(max(self._empty_at, now) + amount / self.rate, now)
-        if amount < 0 and self._wake is not None:
-            _resolve(self._wake)
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
 
 
 class _AdaptiveCap:
@@ -171,6 +129,7 @@ class Limiter:
         headroom: float = 0.02,
         adaptive: bool = True,
         decrease: float = 0.7,
+        learn_window: bool = True,
     ) -> None:
         _positive_or_none("rpm", rpm)
         _positive_or_none("tpm", tpm)
@@ -187,12 +146,13 @@ class Limiter:
         self._period = period
         self._headroom = headroom
         self._max_concurrency = max_concurrency
-        # Neither aiolimiter nor the pace nor the cap touches the event loop until first used, so
-        # a Limiter can be built before the loop runs (in config loading, say).
+        self._learn_window = learn_window
+        # Neither pace nor the cap touches the event loop until first used, so a Limiter can be
+        # built before the loop runs (in config loading, say).
         self._rpm: float | None = None
         self._tpm: float | None = None
-        self._rpm_bucket: AsyncLimiter | None = None
-        self._tpm_pace: _TokenPace | None = None
+        self._requests: RequestPace | None = None
+        self._tpm_pace: TokenPace | None = None
         self._set_rpm(rpm)
         self._set_tpm(tpm)
         self._cap = _AdaptiveCap(max_concurrency, adaptive, decrease)
@@ -207,19 +167,23 @@ class Limiter:
         self._gate_waiters: dict[asyncio.Future[None], None] = {}
         self._in_flight = 0
         self._max_in_flight = 0
+        self._started: dict[Ticket, float] = {}  # when each slot in flight took its RPM unit
+        self._waiting = 0  # slots asked for and not yet granted
+        self._feeding = 0  # sources of work (`fed`) not yet run out
+        self._ran_out = False  # a source has run out (and none is feeding)
+        self.stragglers = Stragglers(self._idle)
 
     def _set_rpm(self, rpm: float | None) -> None:
         self._rpm = rpm
         if rpm is not None:
-            # One request per interval: a bucket of size 1 is pure pacing.
             interval = self._period / (rpm * (1 - self._headroom))
-            self._rpm_bucket = AsyncLimiter(1, interval)
+            self._requests = RequestPace(interval, self._period, learn=self._learn_window)
 
     def _set_tpm(self, tpm: float | None) -> None:
         self._tpm = tpm
         if tpm is not None:
             rate = tpm * (1 - self._headroom) / self._period
-            self._tpm_pace = _TokenPace(rate, burst=max(1.0, tpm * self._headroom))
+            self._tpm_pace = TokenPace(rate, burst=max(1.0, tpm * self._headroom))
 
     @property
     def rpm(self) -> float | None:
@@ -251,6 +215,11 @@ class Limiter:
         """High-water mark of `in_flight`."""
         return self._max_in_flight
 
+    @property
+    def window(self) -> Window | None:
+        """The server's request window learnt from its headers, while it is trusted."""
+        return None if self._requests is None else self._requests.window
+
     def slot(self, est_tokens: int = 0) -> contextlib.AbstractAsyncContextManager[Ticket]:
         """Wait for a place, the gate, one request unit and `est_tokens` tokens."""
         if est_tokens < 0:
@@ -259,23 +228,54 @@ class Limiter:
 
     @contextlib.asynccontextmanager
     async def _slot(self, est_tokens: int) -> AsyncIterator[Ticket]:
-        await self._cap.acquire()
+        self._waiting += 1
         try:
-            await self._pass_gate()
-            if self._rpm_bucket is not None:
-                await self._rpm_bucket.acquire(1)
-            if self._tpm_pace is not None and est_tokens > 0:
-                await self._tpm_pace.take(est_tokens)
+            await self._cap.acquire()
+        except BaseException:
+            self._waiting -= 1
+            raise
+        try:
+            try:
+                started = await self._wait_for_rates(est_tokens)
+            finally:
+                self._waiting -= 1
+            if not self._waiting:
+                self.stragglers.idle()
             ticket = self._next_ticket
             self._next_ticket += 1
+            if started is not None:
+                self._started[ticket] = started
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
             try:
                 yield ticket
             finally:
                 self._in_flight -= 1
+                self._started.pop(ticket, None)
         finally:
             self._cap.release()
+
+    def fed(self, jobs: Iterable[T]) -> Iterator[T]:
+        """`jobs`, passed through; once they have all been taken, the requests under way are the
+        last ones (the end of a run or of a round), and while none waits for a slot their
+        stragglers are hedged (`_stragglers`). Work not fed through here is never hedged."""
+        self._feeding += 1
+        try:
+            yield from jobs
+        finally:
+            self._feeding -= 1
+            self._ran_out = True
+            self.stragglers.idle()
+
+    def _idle(self) -> bool:
+        return self._ran_out and not self._feeding and not self._waiting
+
+    async def _wait_for_rates(self, est_tokens: int) -> float | None:
+        await self._pass_gate()
+        started = None if self._requests is None else await self._requests.take()
+        if self._tpm_pace is not None and est_tokens > 0:
+            await self._tpm_pace.take(est_tokens)
+        return started
 
     def reconcile(self, estimated: int, actual: int) -> None:
         """Corrects the TPM charge of a finished request from its estimate to its real usage
@@ -289,17 +289,28 @@ class Limiter:
             pace.charge(actual - estimated)
 
     def succeeded(self, rate: RateInfo | None = None) -> None:
-        """A clean response: the cap grows; announced limits and exhausted quotas are heeded."""
+        """A clean response: the cap (and a paced rate cut by refusals) grows; announced limits
+        and exhausted quotas are heeded."""
         self._cap.grow()
+        if self._requests is not None and self._cap.adaptive:
+            self._requests.recover()
         if rate is not None:
             self.observe(rate)
 
     def rate_limited(self, ticket: Ticket, rate: RateInfo | None = None) -> None:
         """A refusal for rate: cut the cap, once per episode; heed what the response announced."""
-        if ticket >= self._episode_from:
+        episode = ticket >= self._episode_from
+        if episode:
             self._cap.cut()
             self.cuts += 1
             self._episode_from = self._next_ticket
+        if self._requests is not None:
+            # Paced (no window learnt, or one given up), a refusal means the quota is shared
+            # or smaller than ours: the rate backs off too, since the cap alone does not slow a
+            # rate that pacing, not concurrency, sets.
+            if episode and self._requests.window is None and self._cap.adaptive:
+                self._requests.slow_down(self._cap.decrease)
+            self._requests.refused(self._started.get(ticket), widen=episode)
         if rate is not None:
             self.observe(rate)
 
@@ -309,7 +320,12 @@ class Limiter:
             self._set_rpm(float(rate.limit_requests))
         if rate.limit_tokens and (self._tpm is None or rate.limit_tokens < self._tpm):
             self._set_tpm(float(rate.limit_tokens))
-        if rate.remaining_requests == 0 and rate.reset_requests_s:
+        pace, left, reset = self._requests, rate.remaining_requests, rate.reset_requests_s
+        if pace is not None and rate.limit_requests and left is not None and reset is not None:
+            pace.heed(asyncio.get_running_loop().time(), rate.limit_requests, left, reset)
+        # A learnt window full to its budget says `remaining` 0 by design, and knows when it
+        # has room again; otherwise nothing is left until the reset.
+        if rate.remaining_requests == 0 and rate.reset_requests_s and self.window is None:
             self.defer(rate.reset_requests_s)
         if rate.remaining_tokens == 0 and rate.reset_tokens_s:
             self.defer(rate.reset_tokens_s)

@@ -154,8 +154,9 @@ class RoundRun:
             stats.sent += 1  # a request goes out (answered, or cut off by a stop, or not)
             return await sender.send_with_retry(job)
 
-        await run_round(jobs, send, self.on_landed, self.on_judged, workers=workers,
-                        verifiers=verifiers, stopped=lambda: ctx.stopped,
+        # Fed through the limiter: once all are taken, stragglers are hedged.
+        await run_round(ctx.limiter.fed(jobs), send, self.on_landed, self.on_judged,
+                        workers=workers, verifiers=verifiers, stopped=lambda: ctx.stopped,
                         on_failure=ctx.fail)  # fmt: skip
 
     def _snapshot(self, plan: DemoPlan) -> None:

@@ -99,11 +99,14 @@ class RunParts:
         role_cost: float | None,
         stopped: StopReason | None,
         state: RunState,
+        hedged: int = 0,
     ) -> dict[str, Any]:
         """summary.json's fields besides the totals (`roles`: see `role_stats`). `simulated`:
         whether any answer came from the offline simulator, however it reached the run;
-        `this_session`: the samples this process sent, and those it replayed from the journal
-        (the rest of the summary is the same whether the run was resumed or not)."""
+        `this_session`: the samples this process sent, those it replayed from the journal, and
+        the second copies it sent of stragglers at the ends of rounds (`hedged`: a copy that
+        lost the race was cut off, but a provider may bill what it had generated); the rest of
+        the summary is the same whether the run was resumed or not."""
         price = pricing.price
         extra: dict[str, Any] = {
             "provider": self.provider.name,
@@ -121,6 +124,7 @@ class RunParts:
             "this_session": {
                 "sent": sum(stats.sent for stats in state.rounds),
                 "replayed": sum(stats.replayed for stats in state.rounds),
+                "hedged_copies": hedged,
             },
         }
         if state.simulated:

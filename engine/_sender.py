@@ -7,7 +7,9 @@
 classified by the error tree: the round's samples (through `send_with_retry`), the role models'
 calls, and `ttc batch`'s raw requests. The policy (`RetryPolicy`) decides whether and how long
 to wait; the limiter is told of every outcome, so a refusal cuts the concurrency cap and a
-success's usage corrects the tokens charged for it.
+success's usage corrects the tokens charged for it. Each attempt runs under `first_answer`: once
+the work has run out, a straggling attempt gets a second copy and the first answer is kept
+(`_stragglers`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ttc.engine._cache import ProviderCache
 from ttc.engine._errors import Fatal, ProviderError, RateLimited, Transient
 from ttc.engine._limiter import Limiter
 from ttc.engine._retry import RetryPolicy
+from ttc.engine._stragglers import first_answer
 from ttc.engine._tokens import billed
 from ttc.engine._types import Completion, Provider, RateInfo, Request
 
@@ -133,7 +136,12 @@ class Sender:
         while True:
             attempt += 1
             try:
-                return await self.call_limited(est_tokens, call, account), None, attempt
+                # A straggler gets a second copy once the work has run out (`_stragglers`).
+                result = await first_answer(
+                    lambda due: self.call_limited(est_tokens, call, account, due),
+                    lambda: self.call_limited(est_tokens, call, account, copy=True),
+                )
+                return result, None, attempt
             except ProviderError as exc:
                 error = exc
             if not self.policy.should_retry(attempt, error):
@@ -149,12 +157,19 @@ class Sender:
         est_tokens: int,
         call: Callable[[], Awaitable[T]],
         account: Callable[[T], tuple[int, RateInfo | None]],
+        due: asyncio.Future[None] | None = None,
+        *,
+        copy: bool = False,
     ) -> T:
-        """One attempt: a limiter slot, a timeout, the call; its outcome feeds the limiter."""
+        """One attempt: a limiter slot, a timeout, the call; its outcome feeds the limiter.
+        `due`, if given, is made done if the attempt becomes a straggler (`_stragglers`); `copy`
+        marks a straggler's second copy, counted once it has its slot."""
         async with self.limiter.slot(est_tokens) as ticket:
+            self.limiter.stragglers.copies += copy  # a straggler's copy goes out
             try:
                 async with asyncio.timeout(self.timeout_s):
-                    result = await call()
+                    with self.limiter.stragglers.watch(due):
+                        result = await call()
             except TimeoutError as exc:
                 raise Transient(f"attempt timed out after {self.timeout_s:g}s") from exc
             except RateLimited as exc:

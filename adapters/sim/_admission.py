@@ -114,9 +114,29 @@ class Stats:
         self.embedding_tokens = 0
         self.rate_limited = {"requests": 0, "tokens": 0, "concurrency": 0}
         self.max_in_flight = self.in_flight
+        # Wall-clock times (time.time()) of the first request on a model route and of the last
+        # response sent: a client's rate is measured between them, without its own start-up.
+        self.first_request_at: float | None = None
+        self.last_request_at: float | None = None
+        self.last_response_at: float | None = None
+        # Requests on model routes per second since the first: the rate as the server saw it.
+        self.per_second: list[int] = []
+
+    def arrived(self, route: str) -> None:
+        """Counts a request on a model route (`route` is its name in `by_route`)."""
+        self.requests += 1
+        self.by_route[route] = self.by_route.get(route, 0) + 1
+        now = self.last_request_at = time.time()
+        if self.first_request_at is None:
+            self.first_request_at = now
+        second = int(now - self.first_request_at)
+        if second < 86_400:  # a day of seconds at most
+            self.per_second.extend([0] * (second + 1 - len(self.per_second)))
+            self.per_second[second] += 1
 
     def status(self, code: int) -> None:
         self.by_status[code] = self.by_status.get(code, 0) + 1
+        self.last_response_at = time.time()
 
     def as_dict(self) -> dict[str, Any]:
         def usage(t: list[int]) -> dict[str, int]:
@@ -137,6 +157,10 @@ class Stats:
             "rate_limited": sum(self.rate_limited.values()),
             "rate_limited_by": dict(self.rate_limited),
             "since_s": round(time.time() - self.started, 3),
+            "first_request_at": self.first_request_at,
+            "last_request_at": self.last_request_at,
+            "last_response_at": self.last_response_at,
+            "per_second": list(self.per_second),
         }
 
 

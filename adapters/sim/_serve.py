@@ -125,9 +125,7 @@ class _Server:
             return self._reply(404, wire.error(404, f"Invalid URL ({request.method} {path})"))
         wire, route = found
         if route.stats_name:
-            stats = self.stats
-            stats.requests += 1
-            stats.by_route[route.stats_name] = stats.by_route.get(route.stats_name, 0) + 1
+            self.stats.arrived(route.stats_name)
         if request.method != route.method:
             body = wire.error(405, f"Method {request.method} not allowed on {path}")
             return self._reply(405, body, {"Allow": route.method})

@@ -324,7 +324,8 @@ async def run_batch(
             # Closed however dispatching ends: the reader holds the input file open.
             with contextlib.closing(iter_jobs(scan.path, journal.final)) as jobs:
                 workers = max(1, min(policy.limiter.max_concurrency, pending))
-                await dispatch(jobs, batch.send, workers, stop)
+                # Fed through the limiter: once all are taken, stragglers are hedged.
+                await dispatch(policy.limiter.fed(jobs), batch.send, workers, stop)
         finally:
             await progress.stop()
         interrupted = progress.sent < pending

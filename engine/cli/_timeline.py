@@ -3,8 +3,9 @@
 Every journal line carries its wall-clock time (`at`). Four panels share the time axis (minutes
 since the run's first line; each session's start is marked, and a gap between sessions stays a
 gap):
-- requests per minute achieved (samples that got a response or a final error, by the minute
-  they landed) against the limit in force (configured, or learned from the provider's headers:
+- requests per minute achieved (samples that got a response or a final error, counted when
+  they landed, in the minute up to each point: what a per-minute limit counts) against the
+  limit in force (configured, or learned from the provider's headers:
   the `limiter` lines) and the configured `--rpm`;
 - tokens per minute (the policy's input, output and thinking tokens) against the same for TPM;
 - retries by kind, per bin, and the 429s among them (final 429s included);
@@ -49,7 +50,18 @@ class Timeline:
         return [(i + 0.5) * self.bin_s / 60 for i in range(self.bins)]
 
     def per_minute(self, counts: list[int]) -> list[float]:
-        return [c * 60 / self.bin_s for c in counts]
+        """What a per-minute limit counts: the requests (or tokens) in the minute up to each bin's
+        end (from the run's start in its first minute), or the mean per minute of bins longer
+        than one. A limiter filling a server's short window sends in bursts that a per-bin rate
+        would show far above the limit although no minute holds more than it."""
+        if self.bin_s >= 60:
+            return [c * 60 / self.bin_s for c in counts]
+        span = round(60 / self.bin_s)
+        total, out = 0, []
+        for i, c in enumerate(counts):
+            total += c - (counts[i - span] if i >= span else 0)
+            out.append(float(total))
+        return out
 
 
 def _bin_width(span_s: float) -> float:
@@ -108,10 +120,11 @@ def plot_timeline(tl: Timeline, title: str, path: Path) -> None:
     fig, axes = plt.subplots(4, 1, figsize=(9, 10), sharex=True)
     x = tl.minutes()
     lim_t = [s[0] for s in tl.limiter]
+    how = "mean per bin" if tl.bin_s >= 60 else "in the minute up to each point"
     _rate_panel(axes[0], x, tl.per_minute(tl.requests), lim_t, [s[3] for s in tl.limiter],
-                tl.configured_rpm, "requests / min", "--rpm")  # fmt: skip
+                tl.configured_rpm, f"requests / min ({how})", "--rpm")  # fmt: skip
     _rate_panel(axes[1], x, tl.per_minute(tl.tokens), lim_t, [s[4] for s in tl.limiter],
-                tl.configured_tpm, "tokens / min", "--tpm")  # fmt: skip
+                tl.configured_tpm, f"tokens / min ({how})", "--tpm")  # fmt: skip
     ax = axes[2]
     bottom = [0] * tl.bins
     for kind, counts in tl.retries.items():
@@ -156,7 +169,7 @@ def _rate_panel(
                 color="#2ca02c", label="limit in force (configured or learned)")  # fmt: skip
     if configured is not None:
         ax.axhline(configured, color="#7f7f7f", ls=":", label=f"{flag} {configured:g}")
-    ax.set_ylabel(label)
+    ax.set_ylabel(label.split(" (")[0])
     ax.set_ylim(bottom=0)
     ax.legend(loc="lower right", fontsize=7)
 

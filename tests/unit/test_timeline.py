@@ -19,7 +19,7 @@ from ttc.engine import (
     Transient,
 )
 from ttc.engine.cli import main
-from ttc.engine.cli._timeline import read_timeline, timeline
+from ttc.engine.cli._timeline import Timeline, read_timeline, timeline
 
 FAST = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01)
 
@@ -87,3 +87,18 @@ def test_report_timeline_takes_one_run_directory(
 def test_a_directory_without_a_journal_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no journal"):
         timeline(tmp_path, tmp_path / "t.png")
+
+
+def test_requests_per_minute_are_what_a_per_minute_limit_counts() -> None:
+    # 1-s bins: 50 requests every 6 s (a 6-s window filled at once), 500 per minute.
+    bursts = [50 if i % 6 == 0 else 0 for i in range(180)]
+    tl = Timeline(t0=0.0, bin_s=1, bins=180, requests=bursts, tokens=[0] * 180,
+                  rate_limited=[0] * 180, retries={})  # fmt: skip
+    rate = tl.per_minute(tl.requests)
+    assert max(rate) == 500  # never the 3,000 / min of a burst's own second
+    assert rate[59:] == [500.0] * 121
+    assert rate[0] == 50  # the first minute counts from the run's start
+    # Bins of a minute or more: their mean per minute.
+    hours = Timeline(t0=0.0, bin_s=120, bins=2, requests=[1000, 600], tokens=[0, 0],
+                     rate_limited=[0, 0], retries={})  # fmt: skip
+    assert hours.per_minute(hours.requests) == [500.0, 300.0]

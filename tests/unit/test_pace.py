@@ -1,0 +1,311 @@
+"""The RPM pace on a fake clock: a schedule that the loop's lateness does not slow, and a
+server's sliding window learnt from its headers, filled, and given up when another client shares
+it or the server refuses."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import math
+from collections.abc import Callable
+
+import pytest
+from fakes import FakeClock
+
+from ttc.engine._limiter import Limiter
+from ttc.engine._types import RateInfo
+
+
+class WindowServer:
+    """Admits at most `rpm * window / 60` requests in any `window` seconds, and answers with
+    OpenAI's headers scaled to a minute, as `ttc serve --window` does; records every admission."""
+
+    def __init__(self, clock: FakeClock, rpm: int, window: float) -> None:
+        self.clock, self.rpm, self.window = clock, rpm, window
+        self.budget = math.floor(rpm * window / 60 + 1e-9)
+        self.inside: collections.deque[float] = collections.deque()
+        self.admitted: list[float] = []
+        self.refused = 0
+
+    def _prune(self) -> None:
+        while self.inside and self.inside[0] <= self.clock.elapsed - self.window:
+            self.inside.popleft()
+
+    def admit(self) -> bool:
+        self._prune()
+        if len(self.inside) >= self.budget:
+            self.refused += 1
+            return False
+        self.inside.append(self.clock.elapsed)
+        self.admitted.append(self.clock.elapsed)
+        return True
+
+    def retry_after(self) -> float:
+        """A 429's wait: until the oldest request leaves the window."""
+        self._prune()
+        return self.inside[0] + self.window - self.clock.elapsed if self.inside else 0.0
+
+    def headers(self) -> RateInfo:
+        self._prune()
+        left = self.budget - len(self.inside)
+        newest = self.inside[-1] + self.window - self.clock.elapsed if self.inside else 0.0
+        return RateInfo(
+            limit_requests=self.rpm,
+            remaining_requests=math.floor(left * 60 / self.window),
+            reset_requests_s=max(0.001, newest),
+        )
+
+
+class BucketServer(WindowServer):
+    """A token bucket of `rpm` requests refilled continuously, whose reset is the time to refill
+    what was used (as OpenAI documents it): its headers must not look like a window."""
+
+    def __init__(self, clock: FakeClock, rpm: int) -> None:
+        super().__init__(clock, rpm, 60.0)
+        self.level, self.at = float(rpm), 0.0
+
+    def _refill(self) -> None:
+        now = self.clock.elapsed
+        self.level = min(float(self.rpm), self.level + (now - self.at) * self.rpm / 60)
+        self.at = now
+
+    def admit(self) -> bool:
+        self._refill()
+        if self.level < 1:
+            self.refused += 1
+            return False
+        self.level -= 1
+        self.admitted.append(self.clock.elapsed)
+        return True
+
+    def retry_after(self) -> float:
+        return (1 - self.level) * 60 / self.rpm
+
+    def headers(self) -> RateInfo:
+        self._refill()
+        used = self.rpm - self.level
+        return RateInfo(
+            limit_requests=self.rpm,
+            remaining_requests=math.floor(self.level),
+            reset_requests_s=max(0.001, used * 60 / self.rpm),
+        )
+
+
+async def send(limiter: Limiter, server: WindowServer, latency: float) -> None:
+    """One request: a slot, the server's admission, an answer `latency` later; a refusal is
+    answered at once and retried after its retry-after, as the Sender does with a 429."""
+    while True:
+        async with limiter.slot() as ticket:
+            if server.admit():
+                await asyncio.sleep(latency)
+                limiter.succeeded(server.headers())
+                return
+            wait = server.retry_after()
+            limiter.rate_limited(ticket, server.headers())
+        await asyncio.sleep(max(0.5, wait))
+
+
+async def run_until(
+    clock: FakeClock, tasks: list[asyncio.Task[None]], until: float, step: float = 0.01
+) -> None:
+    """Moves the clock in `step`s until every task is done (or `until`), then cancels any left."""
+    await advance(clock, until, step, lambda: all(task.done() for task in tasks))
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def advance(
+    clock: FakeClock, until: float, step: float = 0.01, done: Callable[[], bool] = lambda: False
+) -> None:
+    """Moves the clock in `step`s to `until`, or until `done()`."""
+    t = clock.elapsed
+    while not done() and t < until:
+        t += step
+        await clock.advance_to(t)
+
+
+def spawn(n: int, one: Callable[[], object]) -> list[asyncio.Task[None]]:
+    return [asyncio.create_task(one()) for _ in range(n)]  # type: ignore[arg-type]
+
+
+def most_in_any_window(times: list[float], window: float) -> int:
+    times = sorted(times)
+    most, j = 0, 0
+    for i, t in enumerate(times):
+        while times[j] <= t - window:
+            j += 1
+        most = max(most, i - j + 1)
+    return most
+
+
+async def test_a_late_wake_does_not_slow_the_pace(clock: FakeClock) -> None:
+    limiter = Limiter(rpm=60, max_concurrency=10, headroom=0.0)
+    entered: list[float] = []
+
+    async def one() -> None:
+        async with limiter.slot():
+            entered.append(clock.elapsed)
+
+    tasks = spawn(3, one)
+    await clock.settle()
+    # The loop wakes the second request 0.3 s late; the third is still due at 2 s, not 2.3 s.
+    await clock.advance_to(1.3)
+    await clock.advance_to(2.0)
+    assert entered == pytest.approx([0.0, 1.3, 2.0])
+    # A pace left idle starts again from its next request: no burst to catch up.
+    await clock.advance_to(10.0)
+    tasks += spawn(2, one)
+    await clock.settle()
+    await clock.advance_to(10.9)
+    assert entered == pytest.approx([0.0, 1.3, 2.0, 10.0])
+    await clock.advance_to(11.0)
+    assert entered == pytest.approx([0.0, 1.3, 2.0, 10.0, 11.0])
+    await asyncio.gather(*tasks)
+
+
+async def test_a_sliding_window_is_learnt_and_filled_at_once_without_a_refusal(
+    clock: FakeClock,
+) -> None:
+    server = WindowServer(clock, rpm=600, window=6.0)  # 60 requests in any 6 s
+    limiter = Limiter(rpm=600, max_concurrency=100)
+    tasks = spawn(200, lambda: send(limiter, server, latency=0.5))
+    await run_until(clock, tasks, until=40.0)
+    assert server.refused == 0
+    assert len(server.admitted) == 200
+    window = limiter.window
+    assert window is not None
+    assert window.budget == 60
+    assert 6.0 <= window.seconds < 6.1
+    assert window.span > window.seconds
+    # The first window's budget went out in its first second or so (paced: 12 requests), and
+    # no window of the server ever held more than its budget.
+    assert sum(t < 1.5 for t in server.admitted) >= 55
+    assert most_in_any_window(server.admitted, 6.0) <= 60
+
+
+async def test_a_token_buckets_headers_never_make_a_window(clock: FakeClock) -> None:
+    server = BucketServer(clock, rpm=600)
+    limiter = Limiter(rpm=600, max_concurrency=100)
+    tasks = spawn(100, lambda: send(limiter, server, latency=0.5))
+    await run_until(clock, tasks, until=30.0)
+    assert limiter.window is None
+    assert server.refused == 0
+    gaps = [b - a for a, b in zip(server.admitted, server.admitted[1:], strict=False)]
+    assert min(gaps) >= 0.1 - 0.011  # paced at 600 RPM less the headroom (0.01 s steps)
+
+
+async def share(clock: FakeClock, learn: bool) -> tuple[Limiter, int, float]:
+    """300 requests of ours; from 8 s on, another client asks for one every 0.2 s (half the
+    quota): our limiter, the server's refusals, and the share of the other's requests admitted."""
+    server = WindowServer(clock, rpm=600, window=6.0)
+    ours = Limiter(rpm=600, max_concurrency=100, learn_window=learn)
+    began = clock.elapsed
+    tasks = spawn(300, lambda: send(ours, server, latency=0.5))
+    asked = admitted = 0
+
+    async def other() -> None:
+        nonlocal asked, admitted
+        await asyncio.sleep(8.0)
+        while True:
+            asked += 1
+            admitted += server.admit()
+            await asyncio.sleep(0.2)
+
+    background = asyncio.create_task(other())
+    await advance(clock, began + 8.0)
+    assert (ours.window is not None) == learn
+    await run_until(clock, tasks, until=began + 300.0, step=0.02)
+    background.cancel()
+    await asyncio.gather(background, return_exceptions=True)
+    assert len(server.admitted) - admitted == 300  # all of ours answered
+    return ours, server.refused, admitted / asked
+
+
+async def test_another_client_on_the_quota_ends_the_window_and_ours_backs_off(
+    clock: FakeClock,
+) -> None:
+    ours, refused, theirs = await share(clock, learn=True)
+    assert ours.window is None
+    assert ours._requests is not None
+    assert ours._requests.dropped is not None  # the other's requests counted, or a refusal
+    # Backing off, learnt window or not: the refusals slow our pace (the cap alone cannot, the
+    # pace sets the rate), so the other client, which asks for half the quota and never backs
+    # off, gets most of what it asks for (two thirds, paced at our full rate regardless).
+    _, paced_refused, paced_theirs = await share(clock, learn=False)
+    assert theirs >= 0.75
+    assert paced_theirs >= 0.75
+    assert max(refused, paced_refused) <= 80  # of about 300 the other asked for and our 300
+
+
+async def test_refusals_widen_the_margin_until_the_window_is_given_up(clock: FakeClock) -> None:
+    server = WindowServer(clock, rpm=600, window=6.0)
+    limiter = Limiter(rpm=600, max_concurrency=100)
+    tasks = spawn(60, lambda: send(limiter, server, latency=0.5))
+    await run_until(clock, tasks, until=20.0)
+    learnt = limiter.window
+    assert learnt is not None
+    margin = learnt.span - learnt.seconds
+    assert margin == pytest.approx(0.06, abs=0.002)  # 1% of 6 s
+    margins = []
+    for ticket in (10**6, 10, 10**7):  # a new episode, the same one, a new one
+        limiter.rate_limited(ticket)
+        window = limiter.window
+        assert window is not None
+        assert window.budget == learnt.budget
+        margins.append(window.span - window.seconds)
+    assert margins == pytest.approx([3 * margin, 3 * margin, 9 * margin])
+    limiter.rate_limited(10**8)  # 27 times 60 ms would pass a tenth of the window
+    assert limiter.window is None
+
+
+async def test_a_refused_request_leaves_the_learnt_window(clock: FakeClock) -> None:
+    server = WindowServer(clock, rpm=600, window=6.0)
+    limiter = Limiter(rpm=600, max_concurrency=100)
+    tasks = spawn(60, lambda: send(limiter, server, latency=0.5))
+    await run_until(clock, tasks, until=20.0)
+    await advance(clock, 30.0)  # the window is empty again
+    window = limiter.window
+    assert window is not None
+    budget = window.budget
+    # The whole budget in flight; one is refused: the server never counted it, so one more
+    # request may start at once, and no more.
+    held = asyncio.Event()
+    entered: list[float] = []
+
+    async def hold() -> None:
+        async with limiter.slot() as ticket:
+            entered.append(clock.elapsed)
+            if len(entered) == 1:
+                limiter.rate_limited(ticket)
+            await held.wait()
+
+    holders = spawn(budget + 2, hold)
+    await clock.settle()
+    assert len(entered) == budget + 1
+    held.set()
+    await advance(clock, 40.0)
+    await asyncio.gather(*holders)
+
+
+async def test_a_full_learnt_window_does_not_close_the_gate(clock: FakeClock) -> None:
+    server = WindowServer(clock, rpm=600, window=6.0)
+    limiter = Limiter(rpm=600, max_concurrency=100)
+    tasks = spawn(30, lambda: send(limiter, server, latency=0.5))
+    await run_until(clock, tasks, until=20.0)
+    assert limiter.window is not None
+    # Its own budget used up is what the window means: the window, not the gate, waits.
+    limiter.succeeded(RateInfo(limit_requests=600, remaining_requests=0, reset_requests_s=5.0))
+    assert limiter._gate_timer is None
+    unlearnt = Limiter(rpm=600, learn_window=False)
+    unlearnt.succeeded(RateInfo(limit_requests=600, remaining_requests=0, reset_requests_s=5.0))
+    assert unlearnt._gate_timer is not None
+
+
+async def test_a_window_of_a_few_requests_is_paced(clock: FakeClock) -> None:
+    server = WindowServer(clock, rpm=30, window=6.0)  # 3 requests in any 6 s
+    limiter = Limiter(rpm=30, max_concurrency=10)
+    tasks = spawn(12, lambda: send(limiter, server, latency=0.5))
+    await run_until(clock, tasks, until=40.0, step=0.05)
+    assert limiter.window is None
+    assert server.refused == 0
