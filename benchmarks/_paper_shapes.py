@@ -7,7 +7,7 @@
   Table 7 the mixed failure-mode set).
 - Table 4: tokens per round (prompt + thinking + response), rows Elim, Ours (adpt) and Savings,
   columns R0.. and Total.
-- The self-consistency panel (Figure 6f): accuracy, not coverage, per round, rounds marked
+- The self-consistency panel (Figure 7f): accuracy, not coverage, per round, rounds marked
   explicitly, for every suite on which `sc` ran.
 - Figure 1: final-round coverage averaged over the benchmarks, per method, one row per model
   (this grid's and those of `--cross-model`), and their average.
@@ -140,7 +140,7 @@ def tokens_table(suites: Mapping[str, list[MethodStats]], header: Mapping[str, A
     return lines
 
 
-_SC_TITLE = "## Accuracy (%) per round: the self-consistency panel (the paper's Figure 6f)"
+_SC_TITLE = "## Accuracy (%) per round: the self-consistency panel (the paper's Figure 7f)"
 _SC_NOTE = (
     "Self-consistency picks a final answer, so the paper reports accuracy here; rounds are marked "
     "explicitly. Means over seeds."

@@ -114,7 +114,10 @@ def test_tokens_per_round_with_total_and_savings_as_table_4(grid: tuple[Path, st
 
 def test_self_consistency_reports_accuracy_per_round(grid: tuple[Path, str]) -> None:
     out, md = grid
-    head, rows = _table(md, "## Accuracy (%) per round: the self-consistency panel")
+    # The paper's eight figures in order: the ablations (self-consistency their panel f) are
+    # Figure 7, between Reasoning Gym's (6) and the final-round coverage (8).
+    title = "## Accuracy (%) per round: the self-consistency panel (the paper's Figure 7f)"
+    head, rows = _table(md, title)
     assert head == ["Method", "Round 1", "Round 2", "Round 3"]
     assert rows["Ours (SC)"] == _per_round(_summaries(out, "gpqa", "sc"), "accuracy")
     assert rows["Elim"] == _per_round(_summaries(out, "gpqa", "elim"), "accuracy")
