@@ -101,7 +101,7 @@ async def test_refusals_are_anthropic_errors(gym: ReasoningGymSuite) -> None:
         async with client:
             bad = [{"custom_id": "has space", "params": {}}]
             with pytest.raises(anthropic.BadRequestError, match="custom_id"):
-                await client.messages.batches.create(requests=bad)  # type: ignore[typeddict-item]
+                await client.messages.batches.create(requests=bad)  # type: ignore[arg-type]
             twice = _requests(gym, 1) * 2
             with pytest.raises(anthropic.BadRequestError, match="repeated"):
                 await client.messages.batches.create(requests=twice)
