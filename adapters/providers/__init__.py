@@ -3,6 +3,7 @@ Gemini through google-genai."""
 
 from ttc.adapters.providers._anthropic import AnthropicProvider
 from ttc.adapters.providers._azure import AzureOpenAIProvider
+from ttc.adapters.providers._batch_anthropic import AnthropicBatchAPI
 from ttc.adapters.providers._batch_gemini import GeminiBatchAPI
 from ttc.adapters.providers._batch_openai import OpenAIBatchAPI
 from ttc.adapters.providers._connection import Connection
@@ -20,6 +21,7 @@ from ttc.adapters.providers._openai import OpenAIProvider
 __all__ = [
     "SIM_FINGERPRINT",
     "SIM_MODEL_SUFFIX",
+    "AnthropicBatchAPI",
     "AnthropicProvider",
     "AzureOpenAIProvider",
     "Connection",

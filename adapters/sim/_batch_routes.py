@@ -1,5 +1,5 @@
 """`ttc serve`'s Batch API routes: paths to the batch stores (OpenAI's `_batch_openai`,
-Gemini's `_batch_gemini`), and their HTTP replies.
+Gemini's `_batch_gemini`, Anthropic's `_batch_anthropic`), and their HTTP replies.
 
 The server (`_serve`) asks `BatchRoutes.handle` first; a path that is not a batch route is
 None, and goes on to the synchronous routes. Every call of a batch route is counted in
@@ -18,16 +18,19 @@ from aiohttp import web
 
 from ttc.adapters.sim._admission import Stats
 from ttc.adapters.sim._answerer import Answerer
+from ttc.adapters.sim._batch_anthropic import AnthropicBatches, route_name
 from ttc.adapters.sim._batch_gemini import GeminiBatches
 from ttc.adapters.sim._batch_openai import OpenAIBatches
 from ttc.adapters.sim._options import ServeOptions
 from ttc.adapters.sim._wire import JSON, Invalid, Route
+from ttc.adapters.sim._wire_anthropic import ANTHROPIC
 from ttc.adapters.sim._wire_gemini import GEMINI
 from ttc.adapters.sim._wire_openai import OPENAI
 
 __all__ = ["BatchRoutes"]
 
 _CHAT = Route("POST", "generate", "")
+_MESSAGES = Route("POST", "generate", "")
 _FILE = re.compile(r"^/v1/files/([^/]+)(/content)?$")
 _BATCH = re.compile(r"^/v1/batches/([^/]+)(/cancel)?$")
 _G_CREATE = re.compile(r"^/v1(?:beta)?/models/([^/:]+):batchGenerateContent$")
@@ -45,6 +48,9 @@ class BatchRoutes:
         self.stats = self.openai.stats
         self.gemini = GeminiBatches(options.batch_delay, options.batch_fail,
                                     options.batch_expire, options.seed, self.stats)  # fmt: skip
+        self.anthropic = AnthropicBatches(options.batch_delay, options.batch_fail,
+                                          options.batch_expire, options.seed, self.stats,
+                                          self.answer_anthropic)  # fmt: skip
         self._answerer = answerer
         # The prompts the batches' requests carried (warm-up, adaptive, unknown), apart.
         self._prompts = Stats()
@@ -80,13 +86,28 @@ class BatchRoutes:
         self._serial += 1
         return 200, GEMINI.body(call, completion, self._serial)
 
+    async def answer_anthropic(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """One Message Batch request's params, answered as `POST /v1/messages` answers them."""
+        try:
+            call = ANTHROPIC.parse(body, _MESSAGES)
+        except Invalid as exc:
+            return 400, orjson.loads(ANTHROPIC.error(400, str(exc)))
+        completion = await self._answerer.answer(call, self._prompts)
+        self._serial += 1
+        return 200, ANTHROPIC.body(call, completion, self._serial)
+
     async def handle(self, request: web.BaseRequest) -> web.Response | None:
         """The reply of a batch route, or None when the path is not one."""
         path, method = request.path, request.method
-        name = _route_name(path, method)
+        name = route_name(path, method) or _route_name(path, method)
         if name is None:
             return None
         self.stats.route(name)
+        if name.startswith("anthropic."):
+            try:
+                return await self.anthropic.handle(name, request)
+            except Invalid as exc:
+                return _reply(400, ANTHROPIC.error(400, str(exc)))
         wire = GEMINI if name.startswith("gemini.") else OPENAI
         try:
             if wire is GEMINI:

@@ -11,6 +11,7 @@ Routes (aiohttp on 127.0.0.1, orjson bodies, no access log):
     POST /openai/deployments/{deployment}/chat/completions, /embeddings   Azure OpenAI
     GET  /stats, POST /stats/reset                     counters (`_admission.Stats`)
     /v1/files, /v1/batches                             OpenAI's Batch API (`_batch_routes`)
+    /v1/messages/batches                               Anthropic's Message Batches (the same)
 
 Each wire format is a module with one `Wire` object (`_wire_openai`, `_wire_gemini`,
 `_wire_anthropic`, `_wire_azure`; `WIRES`

@@ -73,7 +73,12 @@ def batch_spec(args: argparse.Namespace) -> BatchSpec | None:
 def attach_batch(provider: Provider, spec: BatchSpec) -> None:
     """Sets `provider.batch` to its vendor's Batch API (ConfigError for a provider with none)."""
     from ttc.adapters import GeminiProvider, OpenAIProvider
-    from ttc.adapters.providers import GeminiBatchAPI, OpenAIBatchAPI
+    from ttc.adapters.providers import (
+        AnthropicBatchAPI,
+        AnthropicProvider,
+        GeminiBatchAPI,
+        OpenAIBatchAPI,
+    )
 
     poll = (spec.poll_s, max(60.0, spec.poll_s))
     sync = spec.fallback == "sync"
@@ -81,10 +86,12 @@ def attach_batch(provider: Provider, spec: BatchSpec) -> None:
         provider.batch = OpenAIBatchAPI(provider, fallback_sync=sync, poll_s=poll)
     elif isinstance(provider, GeminiProvider):
         provider.batch = GeminiBatchAPI(provider, fallback_sync=sync, poll_s=poll)
+    elif isinstance(provider, AnthropicProvider):
+        provider.batch = AnthropicBatchAPI(provider, fallback_sync=sync, poll_s=poll)
     else:
         raise ConfigError(
-            f"--batch: the {provider.name} provider has no Batch API; use --provider openai or "
-            "gemini (a rehearsal: `ttc serve`, then --provider openai --base-url URL)"
+            f"--batch: the {provider.name} provider has no Batch API; use --provider openai, "
+            "gemini or anthropic (a rehearsal: `ttc serve`, then --provider openai --base-url URL)"
         )
 
 
