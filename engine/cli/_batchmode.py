@@ -33,7 +33,7 @@ def add_batch_flags(p: argparse.ArgumentParser) -> None:
         "--batch",
         action="store_true",
         help="send each round's samples (those the cache does not answer) through the "
-        "provider's Batch API (openai, gemini), billed at the batch rate",
+        "provider's Batch API (openai, gemini, anthropic), billed at the batch rate",
     )
     g.add_argument(
         "--batch-fallback",
