@@ -76,12 +76,16 @@ def attach_batch(provider: Provider, spec: BatchSpec) -> None:
     from ttc.adapters.providers import (
         AnthropicBatchAPI,
         AnthropicProvider,
+        AzureOpenAIProvider,
         GeminiBatchAPI,
         OpenAIBatchAPI,
     )
 
     poll = (spec.poll_s, max(60.0, spec.poll_s))
     sync = spec.fallback == "sync"
+    if isinstance(provider, AzureOpenAIProvider):  # its batches need a global-batch deployment
+        raise ConfigError("--batch: Azure OpenAI's Batch API is not supported; run without "
+                          "--batch, or use --provider openai, gemini or anthropic")  # fmt: skip
     if isinstance(provider, OpenAIProvider):
         provider.batch = OpenAIBatchAPI(provider, fallback_sync=sync, poll_s=poll)
     elif isinstance(provider, GeminiProvider):

@@ -244,3 +244,17 @@ def test_batch_flags_refuse_bad_input_in_one_line(
     assert "--batch: the sim provider has no Batch API" in err
     assert "Traceback" not in err
     assert not (tmp_path / "b" / "journal.jsonl").exists()
+
+
+def test_azure_batch_is_refused_before_anything_is_sent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ttc.engine.cli._main import main
+
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "sk-test")
+    argv = ["run", "--provider", "azure", "--model", "dep", "--base-url", "http://127.0.0.1:9"]
+    code = main([*argv, "--batch", "--limit", "4", "--no-cache", "--out", str(tmp_path / "a")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--batch: Azure OpenAI's Batch API is not supported" in err
+    assert not (tmp_path / "a" / "journal.jsonl").exists()
