@@ -30,7 +30,7 @@ import orjson
 
 from ttc.adapters.suites import MIXED_SOURCES, HubUnavailable, MixedSuite, data_source
 from ttc.engine import OPERATIONAL, ConfigError, Item, RunConfig, Sampling, Suite, items_sha256
-from ttc.engine.cli import ProviderSpec, RunSpec, SuiteSpec, suite_and_items
+from ttc.engine.cli import BatchSpec, ProviderSpec, RunSpec, SuiteSpec, suite_and_items
 from ttc.engine.strategy import preset
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,6 +96,9 @@ class GridOptions:
     sim_latency: float = 0.0
     sim_icl_gain: float = 1.0
     cache: Path | None = None
+    # --price as typed (the list price; None: the price table's), and --batch's settings.
+    price: str | None = None
+    batch: BatchSpec | None = None
     # Other grids (other models) whose results join Figure 1's table.
     cross: tuple[Path, ...] = ()
     argv: tuple[str, ...] = ()
@@ -149,6 +152,8 @@ class GridOptions:
             difficulty_model=self.difficulty_model,
             embedder=self.embedder,
             cache=self.cache,
+            price=self.price,
+            batch=self.batch,
             resume=True,
             argv=self.argv,
         )

@@ -78,6 +78,9 @@ def table_markdown(
     )
     if header.get("matched"):
         lines.append(f"Matched budgets: {header['matched']}.")
+    if header.get("cost_usd") is not None:
+        how = f" (batch mode: {header['batch']})" if header.get("batch") else ""
+        lines.append(f"Cost: ${header['cost_usd']:.4f} for these runs{how}.")
     shown = [m for m in methods if any(s.method == m for st in suites.values() for s in st)]
     # With one seed in the whole grid the line above says so once; no cell repeats it.
     one_seed = len(header["seeds"]) == 1

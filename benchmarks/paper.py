@@ -3,12 +3,15 @@
     python benchmarks/paper.py --out DIR [--suites S,...] [--methods M,...|all] [--seeds 0,1]
         [--provider sim|openai|gemini --model M --base-url URL --api-key-env VAR]
         [--limit N|all] [--rounds 4] [--temperature T --top-p P --top-k K --max-tokens N
-        --thinking-budget N --reasoning-effort E --verbosity V]
+        --thinking-budget N --reasoning-effort E --verbosity V] [--price IN,OUT[,THINK]]
+        [--batch [--batch-discount D --batch-fallback batch|sync --batch-poll S]]
 
 Every run goes through the Engine library API in one event loop, one after another, into its
 own run directory `DIR/<suite>/seed<k>/<method>/`. Per (suite, seed) the methods share one
 warm-up (see `_paper_grid`); `unif` and `da` match the output tokens of `--match-to` (the
 paper: elim). Running the same command again reuses finished runs and resumes unfinished ones.
+With `--batch` (openai, gemini) every run's rounds go through the provider's Batch API, as
+`ttc run --batch` sends them: half price, each round waiting for its batches.
 
 Decoding defaults to the paper's (Appendix A): temperature 0.3, top_p 0.9, top_k 40 where the
 model takes them; output limits 65,536 (Gemini) and 32,768 (GPT); OpenAI reasoning models
@@ -52,7 +55,7 @@ from _paper_shapes import cross_model
 
 from ttc.adapters import SimProvider
 from ttc.engine import METHODS, PRESETS, ConfigError, DataError, Item, Sampling, items_sha256
-from ttc.engine.cli import SuiteSpec, parse_limit, suite_and_items
+from ttc.engine.cli import SuiteSpec, add_batch_flags, batch_spec, parse_limit, suite_and_items
 
 SUITES = ("reasoning_gym", "math500", "minerva", "gpqa", "livecodebench")
 # Named with --suites only: the failure-mode test set of Table 7 (LiveCodeBench, MATH-500, GPQA).
@@ -157,6 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--timeout", type=float, default=300.0)
     g.add_argument("--max-attempts", type=int, default=6)
     g.add_argument("--workers", type=int, default=2, help="verifier processes")
+    g.add_argument(
+        "--price",
+        metavar="IN,OUT[,THINK]",
+        help="USD per million tokens (the list price; default: the price table's)",
+    )
     g.add_argument("--cache", type=Path, help="response cache (default: DIR/responses.sqlite3)")
     g.add_argument("--no-cache", action="store_true")
     g = p.add_argument_group("sim provider (measures the machinery, not the method)")
@@ -164,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--sim-thinking", type=float, default=0.0)
     g.add_argument("--sim-latency", type=float, default=0.0)
     g.add_argument("--sim-icl-gain", type=float, default=1.0, help="0: demonstrations never help")
+    add_batch_flags(p)
     return p
 
 
@@ -235,6 +244,11 @@ def options_from(args: argparse.Namespace, argv: Sequence[str]) -> GridOptions:
         )
     seeds = _seeds(args.seeds)
     limits = _limits(args.limit, args.provider)
+    if args.batch and args.provider == "sim":
+        raise ConfigError(
+            "--batch: the sim provider has no Batch API; use --provider openai or gemini (a "
+            "rehearsal: `ttc serve`, then --provider openai --base-url URL --model sim)"
+        )
     cache = None if args.no_cache else (args.cache or args.out / "responses.sqlite3")
     opts = GridOptions(
         suites=suites,
@@ -279,6 +293,8 @@ def options_from(args: argparse.Namespace, argv: Sequence[str]) -> GridOptions:
         sim_latency=args.sim_latency,
         sim_icl_gain=args.sim_icl_gain,
         cache=cache,
+        price=args.price,
+        batch=batch_spec(args),
         cross=tuple(Path(d) for d in _list(args.cross_model)),
         argv=tuple(argv),
     )
@@ -350,6 +366,11 @@ def header_of(opts: GridOptions, runs: Sequence[Run]) -> dict[str, Any]:
             f"unif and da match {opts.match_to}'s output tokens" if opts.match_to != "none" else ""
         ),
     }
+    costs = [r.summary.get("total_cost_usd", r.summary.get("cost_usd")) for r in runs]
+    header["cost_usd"] = None if None in costs else round(sum(float(c) for c in costs), 6)
+    if opts.batch is not None:
+        off = 0.5 if opts.batch.discount is None else opts.batch.discount
+        header["batch"] = f"the Batch API's tokens at the batch rate, {100 * off:g}% off list"
     if simulated:
         header["note"] = SIM_BANNER
     return header

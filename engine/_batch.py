@@ -102,6 +102,11 @@ class BatchAPI(abc.ABC):
         """The results of a batch that has ended: answered, failed, or never run (`requests`:
         the requests still waiting for an answer, by custom id)."""
 
+    def reusable(self, file_id: str) -> bool:
+        """Whether an uploaded file outlives this process: a resumed run then creates its batch
+        from the journaled file instead of uploading the same requests again."""
+        return True
+
     async def find(self, tag: str) -> BatchStatus | None:
         """A batch created with `tag` (whose id a killed run may not have journaled), or None."""
         return None

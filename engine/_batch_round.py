@@ -13,8 +13,9 @@ as they do for any round.
 come from a queue that this module fills as batches end, and its "send" hands over the outcome
 the batch gave. Durable: every file and batch id is journaled the moment it exists; a resumed
 run polls the round's journaled batches for the samples it still lacks, asks the vendor for a
-batch by its tag before creating one (a kill between the creation and its journal line), and
-creates batches only for samples no batch holds. A sample is never bought twice: it is in one
+batch by its tag before creating one (a kill between the creation and its journal line), makes
+a batch of a journaled file instead of uploading it again (a kill between the two: `_batch_plan`),
+and creates batches only for samples no batch holds. A sample is never bought twice: it is in one
 live batch at a time, and a new batch holds only requests whose batch ended without them.
 """
 
@@ -33,13 +34,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ttc.engine._batch import FINAL_STATES, BatchAPI, BatchResult, BatchStatus
 from ttc.engine._batch_events import BatchCreated, BatchEvent, BatchFileUploaded, BatchUpdated
-from ttc.engine._budget import StopReason
+from ttc.engine._batch_plan import affordable, chunks, custom_id, journaled_files
 from ttc.engine._errors import BadRequest, Fatal, ProviderError, Transient
 from ttc.engine._scheduler import run_round, single
 from ttc.engine._sender import Job, Outcome, Sender
 from ttc.engine._state import sample_seed
-from ttc.engine._tokens import text_tokens
-from ttc.engine._types import Usage
 
 if TYPE_CHECKING:
     from ttc.engine._round import RoundRun
@@ -51,11 +50,6 @@ log = logging.getLogger("ttc")
 T = TypeVar("T")
 # Poll errors in a row (the poll itself failing: the network, the vendor's 5xx) that end the run.
 POLL_ERRORS = 30
-
-
-def custom_id(job: Job) -> str:
-    """A sample's id within its round's batches: round, question row, sample index."""
-    return f"t{job.round}-r{job.row}-k{job.k}"
 
 
 class _Ready(AsyncIterator[Job]):
@@ -101,6 +95,8 @@ class BatchRound:
         self.t = run.t
         self.journaled = list(journaled)
         self.resumed = bool(journaled)
+        # Files uploaded before a kill, of which no batch was made: used instead of uploading.
+        self._uploaded = journaled_files(api, self.journaled)
         self.pending: dict[str, Job] = {}
         self.outcomes: dict[str, Outcome] = {}
         self.attempts: dict[str, int] = collections.Counter()
@@ -190,8 +186,8 @@ class BatchRound:
         """New batches for `jobs`, split by the vendor's limits; each id journaled at once. The
         jobs go in (row, k) order, so the same samples make the same file and tag."""
         jobs = sorted(jobs, key=lambda job: (job.row, job.k))
-        for chunk, lines in self._chunks(jobs):
-            if self.ctx.stopped or not self._affordable(chunk):
+        for chunk, lines in chunks(self.api, jobs):
+            if self.ctx.stopped or not affordable(self.run, chunk):
                 return
             data = b"".join(lines)
             digest = hashlib.sha256(data).hexdigest()[:20]
@@ -199,9 +195,14 @@ class BatchRound:
             ids = tuple(custom_id(job) for job in chunk)
             status = await self._found(tag) if self.resumed else None
             if status is None:
-                upload = functools.partial(self.api.upload, data, f"{tag}.jsonl")
-                file_id = await self._control(upload)
-                self.ctx.emit(BatchFileUploaded(self.t, tag, file_id, len(chunk), len(data)))
+                file_id = self._uploaded.pop(tag, None)
+                if file_id is None:
+                    upload = functools.partial(self.api.upload, data, f"{tag}.jsonl")
+                    file_id = await self._control(upload)
+                    self.ctx.emit(BatchFileUploaded(self.t, tag, file_id, len(chunk), len(data)))
+                else:
+                    log.info("round %d: file %s from before the resume (not uploaded again)",
+                             self.t, file_id)  # fmt: skip
                 status = await self._create(file_id, tag)
                 self.ctx.emit(BatchCreated(self.t, tag, status.id, file_id, ids, attempt))
             for i in ids:
@@ -249,41 +250,6 @@ class BatchRound:
             return None
         log.info("round %d: batch %s found by its tag (its id was not journaled)", self.t, found.id)
         return found
-
-    def _chunks(self, jobs: list[Job]) -> Iterable[tuple[list[Job], list[bytes]]]:
-        api, size = self.api, 0
-        chunk: list[Job] = []
-        lines: list[bytes] = []
-        for job in jobs:
-            line = api.encode(custom_id(job), job.request)
-            if chunk and (len(chunk) >= api.max_requests or size + len(line) > api.max_bytes):
-                yield chunk, lines
-                chunk, lines, size = [], [], 0
-            chunk.append(job)
-            lines.append(line)
-            size += len(line)
-        if chunk:
-            yield chunk, lines
-
-    def _affordable(self, chunk: list[Job]) -> bool:
-        """--max-cost: a batch whose estimated cost would pass the budget is not submitted."""
-        budget, state = self.ctx.budget, self.run.state
-        limit, price = self.ctx.config.max_cost_usd, budget.pricing.price
-        if limit is None or price is None:
-            return True
-        estimate = Usage()
-        for job in chunk:
-            prompt = text_tokens(sum(len(m.content) for m in job.request.messages))
-            estimate = estimate + Usage(prompt, max(0, job.est_tokens - prompt))
-        spent = price.cost(state.total_usage())
-        spent += sum(c for c in budget.role_costs(state).values() if c is not None)
-        cost = price.cost(estimate.bought_in_batch())
-        if spent + cost <= limit:
-            return True
-        budget.stop(StopReason.budget(
-            f"--max-cost ${limit:g} would be passed by the next batch ({len(chunk)} requests, "
-            f"about ${cost:.4f} at the batch rate, ${spent:.4f} spent)"))  # fmt: skip
-        return False
 
     async def _wait(self) -> None:
         """Polls the live batches, backing off, until every one has ended (or the run stops)."""

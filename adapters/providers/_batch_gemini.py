@@ -1,12 +1,18 @@
 """Gemini's Batch API (the Developer API's, `ttc serve`'s too) through the official
 `google-genai` client: the control plane of batch mode.
 
-    upload   kept here: the requests go inline in the create call (a round over the inline
-             limit, 20 MB, is split over several batches by `max_bytes`)
+    encode   a line of Batch Mode's input file: {"key": custom id, "request": the REST
+             GenerateContentRequest (contents, systemInstruction, generationConfig)}
+    upload   up to `inline_bytes` (under Google's 20 MB limit on inline requests): kept here,
+             the requests go inline in the create call (id `inline:…`, never journaled as a
+             file to reuse). Larger: client.aio.files.upload(file, config=UploadFileConfig(
+             mime_type="jsonl", display_name)) → its name `files/…`, journaled at once
     create   client.aio.batches.create(model, src=[InlinedRequest(contents, config,
-             metadata={"key": custom id})], config={"display_name": tag})
+             metadata={"key": custom id})] or src="files/…", config={"display_name": tag})
     poll     client.aio.batches.get(name)
-    results  the batch's dest.inlined_responses: a GenerateContentResponse, or a JobError
+    results  inline: the batch's dest.inlined_responses (a GenerateContentResponse, or a
+             JobError); a file: client.aio.files.download(file=dest.file_name), JSONL lines
+             {"key", "response"} or {"key", "error": Status}
     find     client.aio.batches.list, for a batch whose display name is the tag
 
 Each request is the one `GeminiProvider` sends synchronously (its contents and config), and each
@@ -19,6 +25,7 @@ result → sent again (`expired`, `cancelled`).
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -56,8 +63,10 @@ class GeminiBatchAPI(BatchAPI):
     """The Batch API of `provider`'s server, through the provider's own google-genai client."""
 
     name = "gemini-batch"
-    # Inline requests: Google's limit on a batch's request size.
-    max_bytes = 20 * 1024 * 1024
+    # An input file: the Files API's limit (2 GB); up to `inline_bytes`, the requests go inline
+    # (Google's limit on an inline batch's request: 20 MB, less room for its JSON around them).
+    max_bytes = 2 * 1024 * 1024 * 1024
+    inline_bytes = 19 * 1024 * 1024
 
     def __init__(self, provider: GeminiProvider, *, fallback_sync: bool = False,
                  poll_s: tuple[float, float] = (1.0, 60.0)) -> None:  # fmt: skip
@@ -69,21 +78,46 @@ class GeminiBatchAPI(BatchAPI):
 
     def encode(self, custom_id: str, request: Request) -> bytes:
         self._requests[custom_id] = request
-        config = self.provider._config(request).model_dump(mode="json", exclude_none=True)
-        line = {"key": custom_id,
-                "request": {"contents": _contents(request.messages), "config": config}}  # fmt: skip
+        line = {"key": custom_id, "request": rest_request(self.provider, request)}
         return orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
 
-    async def upload(self, data: bytes, name: str) -> str:
-        """Inline: the lines are kept for `create` (their keys are the requests' ids)."""
-        file_id = f"inline:{name}"
-        self._files[file_id] = [orjson.loads(line)["key"] for line in data.splitlines()]
-        return file_id
+    def reusable(self, file_id: str) -> bool:
+        """An uploaded file outlives the process; inline requests do not."""
+        return not file_id.startswith("inline:")
 
-    async def create(self, file_id: str, tag: str) -> BatchStatus:
+    async def upload(self, data: bytes, name: str) -> str:
+        """Inline (the lines kept for `create`, by their keys), or a file of the Files API."""
+        keys = [orjson.loads(line)["key"] for line in data.splitlines()]
+        if len(data) <= self.inline_bytes:
+            file_id = f"inline:{name}"
+            self._files[file_id] = keys
+            return file_id
         from google.genai import types
 
-        keys = self._files.pop(file_id)
+        config = types.UploadFileConfig(mime_type="jsonl", display_name=name)
+        client = self.provider._genai()
+        with self.provider._translate():
+            uploaded = await client.aio.files.upload(file=io.BytesIO(data), config=config)
+        for key in keys:  # the file holds them now
+            self._requests.pop(key, None)
+        if not uploaded.name:
+            raise Transient(f"{self.provider.name} batch: the upload of {name} gave no name")
+        return uploaded.name
+
+    async def create(self, file_id: str, tag: str) -> BatchStatus:
+        if file_id.startswith("inline:"):
+            return await self._create_inline(file_id, tag)
+        client = self.provider._genai()
+        with self.provider._translate():
+            job = await client.aio.batches.create(
+                model=self.provider.model, src=file_id, config={"display_name": tag}
+            )
+        return _status(job)
+
+    async def _create_inline(self, file_id: str, tag: str) -> BatchStatus:
+        from google.genai import types
+
+        keys = self._files[file_id]  # kept until the batch exists: a failed create is retried
         inlined = [
             types.InlinedRequest(
                 contents=_contents(self._requests[key].messages),  # type: ignore[arg-type]
@@ -97,6 +131,9 @@ class GeminiBatchAPI(BatchAPI):
             job = await client.aio.batches.create(
                 model=self.provider.model, src=inlined, config={"display_name": tag}
             )
+        del self._files[file_id]
+        for key in keys:
+            self._requests.pop(key, None)
         return _status(job)
 
     async def poll(self, batch_id: str) -> BatchStatus:
@@ -123,6 +160,11 @@ class GeminiBatchAPI(BatchAPI):
         client = self.provider._genai()
         with self.provider._translate():
             job = await client.aio.batches.get(name=status.id)
+            data = None
+            if job.dest is not None and job.dest.file_name:
+                data = await client.aio.files.download(file=job.dest.file_name)
+        if data is not None:
+            return self._file_results(data, requests)
         found: list[BatchResult] = []
         responses = (job.dest.inlined_responses if job.dest is not None else None) or []
         for answer in responses:
@@ -132,6 +174,35 @@ class GeminiBatchAPI(BatchAPI):
                 continue
             found.append(self._result(key, answer, request))
         return found
+
+    def _file_results(self, data: bytes, requests: Mapping[str, Request]) -> list[BatchResult]:
+        """The lines of a responses file: {"key", "response"} or {"key", "error": Status}."""
+        found: list[BatchResult] = []
+        for raw in data.splitlines():
+            try:
+                line = orjson.loads(raw) if raw.strip() else None
+            except orjson.JSONDecodeError:
+                continue  # a torn line: its request has no result, and goes again
+            key = str(line.get("key", "")) if isinstance(line, dict) else ""
+            request = requests.get(key)
+            if request is not None and isinstance(line, dict):
+                found.append(self._file_result(key, line, request))
+        return found
+
+    def _file_result(self, key: str, line: dict[str, Any], request: Request) -> BatchResult:
+        from google.genai import types
+
+        error = line.get("error")
+        if isinstance(error, dict):
+            job_error = types.JobError(code=error.get("code"), message=error.get("message"))
+            return self._result(key, types.InlinedResponse(error=job_error), request)
+        try:
+            response = types.GenerateContentResponse.model_validate(line.get("response"))
+        except ValueError as exc:  # pydantic's ValidationError
+            said = redact(str(exc).splitlines()[0], self.provider._secrets)
+            error_ = Transient(f"{self.provider.name} batch: unreadable response: {said}")
+            return BatchResult(key, None, error_, "failed")
+        return self._result(key, types.InlinedResponse(response=response), request)
 
     def _result(self, key: str, answer: Any, request: Request) -> BatchResult:
         if answer.error is not None or answer.response is None:
@@ -147,6 +218,30 @@ class GeminiBatchAPI(BatchAPI):
         except ProviderError as exc:
             return BatchResult(key, None, exc, "failed")
         return BatchResult(key, completion)
+
+
+def rest_request(provider: GeminiProvider, request: Request) -> dict[str, Any]:
+    """The REST GenerateContentRequest of what the synchronous path sends (its config's
+    fields, by their REST names), as a line of Batch Mode's input file holds it."""
+    config = provider._config(request)
+    body: dict[str, Any] = {"contents": _contents(request.messages)}
+    if config.system_instruction:
+        body["systemInstruction"] = {"parts": [{"text": str(config.system_instruction)}]}
+    generation: dict[str, Any] = {
+        "temperature": config.temperature,
+        "topP": config.top_p,
+        "topK": config.top_k,
+        "seed": config.seed,
+        "candidateCount": config.candidate_count,
+        "maxOutputTokens": config.max_output_tokens,
+    }
+    thinking = config.thinking_config
+    if thinking is not None and thinking.thinking_budget is not None:
+        generation["thinkingConfig"] = {"thinkingBudget": thinking.thinking_budget}
+    generation = {k: v for k, v in generation.items() if v is not None}
+    if generation:
+        body["generationConfig"] = generation
+    return body
 
 
 def _contents(messages: Sequence[Message]) -> list[dict[str, Any]]:

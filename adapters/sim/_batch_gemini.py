@@ -1,6 +1,9 @@
-"""`ttc serve`'s Gemini Batch API (the Developer API's, inline requests), answered by the sim.
+"""`ttc serve`'s Gemini Batch API (the Developer API's: inline requests, or a JSONL file), answered
+by the sim.
 
-    POST /{v1,v1beta}/models/{model}:batchGenerateContent   create (inline requests)
+    POST /{v1,v1beta}/models/{model}:batchGenerateContent   create (inline requests, or
+                                                              inputConfig.fileName: a file of
+                                                              the Files API, `_batch_gemini_files`)
     GET  /{v1,v1beta}/batches/{id}                          get
     GET  /{v1,v1beta}/batches                               list, newest first (pageSize,
                                                               pageToken)
@@ -10,7 +13,10 @@ A batch is a long-running operation (`batches/…`) whose metadata is a Generate
 `state` (BATCH_STATE_PENDING, _RUNNING, _SUCCEEDED, _FAILED, _CANCELLED, _EXPIRED), its
 `displayName`, `batchStats`, and at its end `output.inlinedResponses`: one per request done, in
 request order with its `metadata`, holding a GenerateContentResponse or a google.rpc.Status
-`error`. Its life follows `--batch-delay`, `--batch-fail` and `--batch-expire` as OpenAI's does
+`error`. A batch of a file instead ends with `output.responsesFile`: a file of JSONL lines
+`{"key": …, "response": GenerateContentResponse}` or `{"key": …, "error": Status}`, one per
+request done, each line's `key` that of its input line `{"key": …, "request": …}`. Its life
+follows `--batch-delay`, `--batch-fail` and `--batch-expire` as OpenAI's does
 (`_batch_openai`); requests an expired or cancelled batch never ran have no entry.
 """
 
@@ -23,6 +29,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
+from ttc.adapters.sim._batch_gemini_files import GeminiFiles
 from ttc.adapters.sim._batch_store import BatchRecord, BatchStats
 from ttc.adapters.sim._wire import Invalid
 
@@ -43,6 +52,8 @@ class _Job:
     requests: list[dict[str, Any]]
     display_name: str = ""
     expire_at: float | None = None
+    # A batch of a file: its responses go to a file (else inline).
+    from_file: bool = False
     responses: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -54,31 +65,52 @@ class GeminiBatches:
         self.delay_s, self.fail, self.expire, self.seed = delay_s, fail, expire, seed
         self.jobs: dict[str, _Job] = {}
         self.stats = stats
+        self.files = GeminiFiles()
 
     def create(self, model: str, body: dict[str, Any], size: int) -> dict[str, Any]:
-        """A new batch of inline requests."""
+        """A new batch of inline requests, or of an uploaded JSONL file."""
         batch = body.get("batch")
         if not isinstance(batch, dict):
             raise Invalid("batch: required")
         config = batch.get("inputConfig") or batch.get("input_config") or {}
-        holder = config.get("requests") if isinstance(config, dict) else None
-        requests = holder.get("requests") if isinstance(holder, dict) else None
-        if not isinstance(requests, list) or not requests:
-            raise Invalid("batch.inputConfig.requests.requests: a non-empty array is required")
-        if size > _MAX_INLINE:
-            raise Invalid("inline requests: the request is over 20 MB; use a file")
+        if not isinstance(config, dict):
+            raise Invalid("batch.inputConfig: expected an object")
+        file_name = config.get("fileName", config.get("file_name"))
+        requests = self._file(file_name) if file_name else _inline(config, size)
         if not all(isinstance(r, dict) and isinstance(r.get("request"), dict) for r in requests):
             raise Invalid("batch.inputConfig.requests.requests[]: each needs a request object")
         number = len(self.jobs) + 1
-        record = BatchRecord(f"batches/sim{number:012d}", "", "generateContent", time.time())
+        record = BatchRecord(f"batches/sim{number:012d}", str(file_name or ""),
+                             "generateContent", time.time())  # fmt: skip
         record.total = len(requests)
         job = _Job(record, model, requests, str(batch.get("displayName") or ""))
+        job.from_file = bool(file_name)
         rng = random.Random(f"{self.seed}:gemini:{number}")
         if rng.random() < self.expire:
             job.expire_at = rng.uniform(0.2, 0.8)
         self.jobs[record.id] = job
         self.stats.batches += 1
         return self._operation(job)
+
+    def _file(self, name: Any) -> list[dict[str, Any]]:
+        """The requests of an uploaded JSONL file: one `{"key", "request"}` object a line."""
+        stored = self.files.get(str(name))
+        if stored is None:
+            raise Invalid(f"batch.inputConfig.fileName: no such file: {name}")
+        requests: list[dict[str, Any]] = []
+        for number, raw in enumerate(stored.data.splitlines(), 1):
+            if not raw.strip():
+                continue
+            try:
+                line = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                raise Invalid(f"{name}, line {number}: not valid JSON") from None
+            if not isinstance(line, dict) or not isinstance(line.get("request"), dict):
+                raise Invalid(f'{name}, line {number}: expected {{"key", "request"}}')
+            requests.append(line)
+        if not requests:
+            raise Invalid(f"batch.inputConfig.fileName: {name} holds no request")
+        return requests
 
     async def get(self, name: str, answer: Answer) -> dict[str, Any] | None:
         job = self.jobs.get(name)
@@ -130,8 +162,7 @@ class GeminiBatches:
             if i >= done:
                 self.stats.undone += 1
                 continue
-            meta = entry.get("metadata")
-            out: dict[str, Any] = {} if meta is None else {"metadata": meta}
+            out = _holder(entry, job.from_file)
             if rng.random() < self.fail:
                 out["error"] = {"code": 500, "message": "simulated failure", "status": "INTERNAL"}
                 self.stats.failed += 1
@@ -145,6 +176,12 @@ class GeminiBatches:
                 self.stats.count_gemini(body)
             job.responses.append(out)
         record.completed, record.failed = ok, failed
+        if job.from_file:
+            data = b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE)
+                            for r in job.responses)  # fmt: skip
+            stored = self.files.put(data, f"{record.id}-responses", "application/jsonl",
+                                    source="GENERATED")  # fmt: skip
+            record.output_file_id = stored.name
         record.end(status)
 
     def _operation(self, job: _Job) -> dict[str, Any]:
@@ -164,8 +201,30 @@ class GeminiBatches:
         }
         if record.final:
             meta["endTime"] = _rfc3339(time.time())
-            meta["output"] = {"inlinedResponses": {"inlinedResponses": job.responses}}
+            if job.from_file:
+                meta["output"] = {"responsesFile": record.output_file_id}
+            else:
+                meta["output"] = {"inlinedResponses": {"inlinedResponses": job.responses}}
         return {"name": record.id, "metadata": meta, "done": record.final}
+
+
+def _inline(config: dict[str, Any], size: int) -> list[dict[str, Any]]:
+    holder = config.get("requests")
+    requests = holder.get("requests") if isinstance(holder, dict) else None
+    if not isinstance(requests, list) or not requests:
+        raise Invalid("batch.inputConfig.requests.requests: a non-empty array is required")
+    if size > _MAX_INLINE:
+        raise Invalid("inline requests: the request is over 20 MB; use a file")
+    return requests
+
+
+def _holder(entry: dict[str, Any], from_file: bool) -> dict[str, Any]:
+    """A request's result before its answer: a file line keeps its `key`, an inline response
+    its `metadata`."""
+    if from_file:
+        return {} if entry.get("key") is None else {"key": entry["key"]}
+    meta = entry.get("metadata")
+    return {} if meta is None else {"metadata": meta}
 
 
 def _rfc3339(t: float) -> str:

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 import orjson
-from aiohttp import web
+from aiohttp import BodyPartReader, MultipartReader, web
 
 from ttc.adapters.sim._admission import Stats
 from ttc.adapters.sim._answerer import Answerer
@@ -36,10 +36,13 @@ _BATCH = re.compile(r"^/v1/batches/([^/]+)(/cancel)?$")
 _G_CREATE = re.compile(r"^/v1(?:beta)?/models/([^/:]+):batchGenerateContent$")
 _G_BATCH = re.compile(r"^/v1(?:beta)?/batches/([^/:]+)(:cancel)?$")
 _G_LIST = re.compile(r"^/v1(?:beta)?/batches$")
+_G_UPLOAD = re.compile(r"^/upload/v1(?:beta)?/files$")
+_G_DOWNLOAD = re.compile(r"^/(?:download/)?v1(?:beta)?/files/([^/:]+):download$")
 
 
 class BatchRoutes:
-    """OpenAI's `/v1/files` and `/v1/batches`, answered by the server's sim model."""
+    """OpenAI's `/v1/files` and `/v1/batches`, Gemini's batches and the Files API's uploads and
+    downloads (`_batch_gemini_files`), answered by the server's sim model."""
 
     def __init__(self, options: ServeOptions, answerer: Answerer) -> None:
         self.openai = OpenAIBatches(
@@ -118,9 +121,17 @@ class BatchRoutes:
 
     async def _gemini(self, name: str, request: web.BaseRequest) -> web.Response:
         store, answer = self.gemini, self.answer_gemini
+        if name == "gemini.files.upload":
+            return await self._gemini_upload(request)
+        if name == "gemini.files.download":
+            found = _G_DOWNLOAD.match(request.path)
+            stored = store.files.get(found.group(1)) if found else None
+            if stored is None:
+                return _reply(404, GEMINI.error(404, f"File {request.path} not found"))
+            return web.Response(body=stored.data, content_type="application/octet-stream")
         if name == "gemini.batches.create":
             found = _G_CREATE.match(request.path)
-            raw = await request.read()
+            raw = await _read(request)
             model = found.group(1) if found else ""
             return _json(store.create(model, await _body(request, raw), len(raw)))
         if name == "gemini.batches.list":
@@ -135,6 +146,31 @@ class BatchRoutes:
         if obj is None:
             return _reply(404, GEMINI.error(404, f"Batch {batch} not found"))
         return _json(obj)
+
+    async def _gemini_upload(self, request: web.BaseRequest) -> web.Response:
+        """The Files API's resumable upload: a start, then the bytes in chunks."""
+        files, headers = self.gemini.files, request.headers
+        command = headers.get("X-Goog-Upload-Command", "")
+        upload_id = request.query.get("upload_id")
+        if upload_id is None:
+            if command != "start":
+                raise Invalid("X-Goog-Upload-Command: a new upload must `start`")
+            size = headers.get("X-Goog-Upload-Header-Content-Length")
+            upload_id = files.start(await _body(request), size)
+            url = request.url.with_query({"upload_id": upload_id})
+            return _reply(200, b"{}", {"X-Goog-Upload-URL": str(url),
+                                       "X-Goog-Upload-Status": "active"})  # fmt: skip
+        if "upload" not in command:
+            raise Invalid(f"X-Goog-Upload-Command: expected upload, got {command!r}")
+        offset = headers.get("X-Goog-Upload-Offset", "0")
+        if not offset.isdigit():
+            raise Invalid(f"X-Goog-Upload-Offset: expected an integer, got {offset!r}")
+        stored = files.chunk(upload_id, await _read(request), int(offset), "finalize" in command)
+        if stored is None:
+            return _reply(200, b"", {"X-Goog-Upload-Status": "active"})
+        self.stats.files += 1
+        return _reply(200, orjson.dumps({"file": stored.as_object()}),
+                      {"X-Goog-Upload-Status": "final"})  # fmt: skip
 
     async def _dispatch(self, name: str, request: web.BaseRequest) -> web.Response:
         store = self.openai
@@ -163,17 +199,37 @@ class BatchRoutes:
         return _missing("batch") if obj is None else _json(obj)
 
     async def _upload(self, request: web.BaseRequest) -> dict[str, Any]:
-        form = await request.post()
-        upload = form.get("file")
-        purpose = form.get("purpose")
-        if not isinstance(upload, web.FileField):
+        try:
+            data, filename, purpose = await _form(request)
+        except (AssertionError, ValueError, KeyError) as exc:
+            raise Invalid(f"the body must be multipart/form-data ({exc})") from None
+        if data is None:
             raise Invalid("file: a multipart file field is required")
-        if not isinstance(purpose, str):
+        if purpose is None:
             raise Invalid("purpose: required")
-        return self.openai.upload(upload.file.read(), upload.filename, purpose)
+        return self.openai.upload(data, filename, purpose)
+
+
+async def _form(request: web.BaseRequest) -> tuple[bytes | None, str, str | None]:
+    """A multipart upload's file (its bytes and name) and purpose, read part by part: a batch's
+    file may be far over aiohttp's 1 MB limit of `request.post()`."""
+    data, filename, purpose = None, "", None
+    reader = MultipartReader(request.headers, request.content)
+    while (part := await reader.next()) is not None:
+        if not isinstance(part, BodyPartReader):
+            continue
+        if part.name == "file":
+            data, filename = bytes(await part.read(decode=False)), part.filename or ""
+        elif part.name == "purpose":
+            purpose = await part.text()
+    return data, filename, purpose
 
 
 def _route_name(path: str, method: str) -> str | None:
+    if _G_UPLOAD.match(path):
+        return "gemini.files.upload" if method == "POST" else None
+    if _G_DOWNLOAD.match(path):
+        return "gemini.files.download" if method == "GET" else None
     # Gemini's paths: v1beta, a model's action, or a batch of its own (`batches/sim…`, where
     # OpenAI's ids are `batch_…`); /v1/batches itself is OpenAI's list.
     own = _G_BATCH.match(path)
@@ -217,9 +273,15 @@ def _limit(raw: str, most: int = 100) -> int:
     return value
 
 
+async def _read(request: web.BaseRequest) -> bytes:
+    """The whole body, past aiohttp's 1 MB limit of `request.read()`: the Batch APIs take inline
+    batches of up to 20 MB and files far larger."""
+    return await request.content.read()
+
+
 async def _body(request: web.BaseRequest, raw: bytes | None = None) -> dict[str, Any]:
     try:
-        body = orjson.loads(await request.read() if raw is None else raw)
+        body = orjson.loads(await _read(request) if raw is None else raw)
     except orjson.JSONDecodeError as exc:
         raise Invalid(f"the body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
@@ -235,5 +297,5 @@ def _missing(what: str) -> web.Response:
     return _reply(404, OPENAI.error(404, f"No such {what}", code="not_found"))
 
 
-def _reply(status: int, body: bytes) -> web.Response:
-    return web.Response(body=body, status=status, content_type=JSON)
+def _reply(status: int, body: bytes, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=body, status=status, content_type=JSON, headers=headers)

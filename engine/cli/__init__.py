@@ -5,6 +5,7 @@ by `benchmarks/paper.py`) and wired by functions that take it: `suite_and_items`
 `provider_from`, `role_provider_from`, `wire` and `make_engine`.
 """
 
+from ttc.engine.cli._batchmode import BatchSpec, add_batch_flags, batch_spec
 from ttc.engine.cli._commands import (
     EXIT_BUDGET,
     EXIT_INTERRUPTED,
@@ -32,12 +33,15 @@ __all__ = [
     "EXIT_BUDGET",
     "EXIT_INTERRUPTED",
     "EXIT_PROVIDER",
+    "BatchSpec",
     "Progress",
     "ProviderSpec",
     "RunSpec",
     "SuiteSpec",
     "Wired",
+    "add_batch_flags",
     "api_provider",
+    "batch_spec",
     "build_parser",
     "main",
     "make_engine",

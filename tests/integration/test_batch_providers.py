@@ -27,7 +27,9 @@ def _provider(kind: str, server: SimServer, batch: bool) -> Provider:
     else:
         gemini = GeminiProvider("sim", base_url=server.url, api_key="x")
         if batch:
-            gemini.batch = GeminiBatchAPI(gemini, poll_s=(0.05, 0.2))
+            gemini.batch = api = GeminiBatchAPI(gemini, poll_s=(0.05, 0.2))
+            if kind == "gemini-file":  # every round over the inline limit: a Files API upload
+                api.inline_bytes = 0
         provider = gemini
     return provider
 
@@ -48,7 +50,7 @@ async def _run(provider: Provider, suite: ReasoningGymSuite, out: Path) -> Any:
 
 
 @pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientSession:DeprecationWarning")
-@pytest.mark.parametrize("kind", ["openai", "gemini"])
+@pytest.mark.parametrize("kind", ["openai", "gemini", "gemini-file"])
 async def test_a_batch_run_with_failures_equals_a_synchronous_run(
     kind: str, tmp_path: Path
 ) -> None:
@@ -59,7 +61,13 @@ async def test_a_batch_run_with_failures_equals_a_synchronous_run(
         stats = server.stats()
         synced, cost_s = await _run(_provider(kind, server, False), suite, tmp_path / "s")
     assert batched.complete
-    assert stats["by_route"].get(f"{kind}.generate", 0) == 0
+    wire = kind.split("-")[0]
+    assert stats["by_route"].get(f"{wire}.generate", 0) == 0
+    if kind == "gemini-file":
+        routes = stats["batch"]["by_route"]
+        # one upload (start and bytes) per batch, and one download of each batch's responses
+        assert routes["gemini.files.upload"] == 2 * stats["batch"]["batches"]
+        assert routes["gemini.files.download"] == stats["batch"]["batches"]
     assert stats["batch"]["requests_failed"] + stats["batch"]["requests_undone"] > 0
     for b, s in zip(batched.records, synced.records, strict=True):
         assert (b.samples, b.usage, b.covered_round) == (s.samples, s.usage.bought_in_batch(),

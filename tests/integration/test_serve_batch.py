@@ -226,3 +226,69 @@ async def test_official_google_genai_client_batches(gym: ReasoningGymSuite) -> N
     assert cancelled.state == types.JobState.JOB_STATE_CANCELLED
     assert stats["by_route"] == {"gemini.generate": 1}
     assert stats["batch"]["by_route"]["gemini.batches.create"] == 2
+
+
+@pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientSession:DeprecationWarning")
+# google-genai sends each 8 MB chunk of an upload as raw bytes, which aiohttp warns about.
+@pytest.mark.filterwarnings("ignore:Sending a large body directly:ResourceWarning")
+async def test_official_google_genai_client_batches_of_a_file(gym: ReasoningGymSuite) -> None:
+    from google import genai
+    from google.genai import types
+
+    items = gym.items()[:4]
+    lines = [
+        {"key": f"k-{item.id}",
+         "request": {"contents": [{"role": "user", "parts": [{"text": gym.warmup_prompt(item)}]}],
+                     "generationConfig": {"seed": 7 + i}}}
+        for i, item in enumerate(items)
+    ]  # fmt: skip
+    async with running_server(ServeOptions(port=0, batch_delay=0.3), gym) as server:
+        options = types.HttpOptions(base_url=server.url, api_version="v1beta")
+        client = genai.Client(api_key="x", http_options=options).aio
+        config = types.UploadFileConfig(mime_type="jsonl", display_name="tag-file")
+        uploaded = await client.files.upload(file=io.BytesIO(_jsonl(lines)), config=config)
+        assert uploaded.name is not None
+        assert uploaded.name.startswith("files/")
+        assert uploaded.size_bytes == len(_jsonl(lines))
+        job = await client.batches.create(model="sim", src=uploaded.name,
+                                          config={"display_name": "tag-f"})  # fmt: skip
+        assert job.name is not None
+        for _ in range(100):
+            job = await client.batches.get(name=job.name)
+            if job.done:
+                break
+            await asyncio.sleep(0.05)
+        assert job.state == types.JobState.JOB_STATE_SUCCEEDED
+        assert job.dest is not None
+        assert job.dest.file_name is not None
+        assert job.dest.inlined_responses is None
+        raw = await client.files.download(file=job.dest.file_name)
+        sync = await client.models.generate_content(
+            model="sim", contents=gym.warmup_prompt(items[2]),
+            config=types.GenerateContentConfig(seed=9),
+        )  # fmt: skip
+        # A file over the client's 8 MB chunk goes up in several chunks, and arrives whole.
+        big = b"\n" * (9 * 1024 * 1024) + _jsonl(lines[:1])
+        chunked = await client.files.upload(file=io.BytesIO(big), config=config)
+        with pytest.raises(genai.errors.ClientError):
+            await client.batches.create(model="sim", src="files/nope")
+        stats = server.stats()
+    results = [orjson.loads(x) for x in raw.splitlines()]
+    assert [r["key"] for r in results] == [line["key"] for line in lines]
+    third = types.GenerateContentResponse.model_validate(results[2]["response"])
+    assert third.text == sync.text  # the synchronous route's answer to the same request
+    assert chunked.size_bytes == len(big)
+    assert stats["batch"]["by_route"]["gemini.files.upload"] == 2 + 3  # two starts, three chunks
+    assert stats["batch"]["by_route"]["gemini.files.download"] == 1
+    assert stats["by_route"] == {"gemini.generate": 1}
+
+
+async def test_an_openai_batch_file_over_a_megabyte_is_taken_whole(gym: ReasoningGymSuite) -> None:
+    big = _jsonl(_lines(gym, 2)) + b"\n" * (3 * 1024 * 1024)  # past aiohttp's 1 MB default
+    async with running_server(ServeOptions(port=0), gym) as server:
+        client = openai.AsyncOpenAI(base_url=server.base_url_openai, api_key="x", max_retries=0)
+        async with client:
+            uploaded = await client.files.create(file=("big.jsonl", big), purpose="batch")
+            back = (await client.files.content(uploaded.id)).read()
+    assert uploaded.bytes == len(big)
+    assert back == big

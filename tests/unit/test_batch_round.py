@@ -50,6 +50,7 @@ class FakeBatches(BatchAPI):
         self.files: dict[str, list[str]] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.crash_on_create = False
+        self.crash_before_create = False  # the process dies after the upload, before create
         self.crash_at: int | None = None  # the number of the create call that dies
         self.poll_failures = 0
         self.fail_once: set[str] = set()  # custom ids whose first batch fails them
@@ -64,6 +65,9 @@ class FakeBatches(BatchAPI):
         return file_id
 
     async def create(self, file_id: str, tag: str) -> BatchStatus:
+        if self.crash_before_create:
+            self.crash_before_create = False
+            raise RuntimeError("killed after the upload, before the batch")
         batch_id = f"batch-{len(self.batches)}"
         self.batches[batch_id] = {"tag": tag, "ids": self.files[file_id], "polls": 0}
         if self.crash_on_create or self.crash_at == len(self.batches):
@@ -165,6 +169,22 @@ async def test_a_batch_whose_id_was_never_journaled_is_found_by_its_tag(tmp_path
     assert result.complete
     assert len(fake.batches) == 3  # round 1's batch was adopted, not made again
     assert resumed.history == []
+    assert _results(tmp_path / "run") == _results(tmp_path / "reference")
+
+
+async def test_a_file_uploaded_before_a_kill_is_not_uploaded_again(tmp_path: Path) -> None:
+    await _run(tmp_path / "reference", ScriptedProvider(_script()))
+    provider, fake = _batched()
+    fake.crash_before_create = True
+    with pytest.raises(RuntimeError, match="killed"):
+        await _run(tmp_path / "run", provider)
+    assert (len(fake.files), len(fake.batches)) == (1, 0)  # uploaded (journaled), no batch
+    resumed = ScriptedProvider(_script())
+    resumed.batch = fake
+    result = await _run(tmp_path / "run", resumed, resume=True)
+    assert result.complete
+    assert len(fake.files) == len(fake.batches) == 3  # round 1's file used, not sent again
+    assert next(iter(fake.batches.values()))["ids"] == fake.files["file-0"]
     assert _results(tmp_path / "run") == _results(tmp_path / "reference")
 
 
