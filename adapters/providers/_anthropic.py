@@ -25,11 +25,10 @@ serve`'s simulator: `simulated` then says so.
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -47,13 +46,12 @@ from ttc.adapters.providers._http import (
     redact,
     require_env_name,
 )
+from ttc.adapters.providers._transport import transport_errors
 from ttc.adapters.providers._usage import MISSING, UsageReader, answer_tokens, prompt_tokens
 from ttc.engine import (
     BadRequest,
     Completion,
-    Fatal,
     Provider,
-    ProviderError,
     RateInfo,
     Request,
     Sampling,
@@ -197,20 +195,9 @@ class AnthropicProvider(Provider):
             raw = await read_capped(response, cap, self.name)
             return response.status, response.headers, raw
 
-    @contextmanager
-    def _translate(self) -> Iterator[None]:
-        """Transport failures and unreadable bodies into the error tree (as the OpenAI one)."""
-        try:
-            yield
-        except ProviderError:
-            raise
-        except aiohttp.InvalidURL:
-            raise Fatal(f"{self.name}: invalid URL {self.base_url!r}") from None
-        except (aiohttp.ClientError, asyncio.IncompleteReadError, ConnectionError) as exc:
-            said = redact(str(exc), self._secrets)
-            raise Transient(f"{self.name}: {type(exc).__name__}: {said}") from exc
-        except orjson.JSONDecodeError as exc:
-            raise Transient(f"{self.name}: truncated body (not JSON): {exc}") from exc
+    def _translate(self) -> contextlib.AbstractContextManager[None]:
+        """Transport failures and unreadable bodies into the error tree (`transport_errors`)."""
+        return transport_errors(self.name, self.base_url, self._secrets)
 
     def _completion(
         self, data: Any, request: Request, latency: float, rate: RateInfo | None

@@ -30,7 +30,13 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from ttc.adapters.providers._http import Secrets, parse_duration, retry_after, status_error
+from ttc.adapters.providers._http import (
+    Secrets,
+    header_count,
+    parse_duration,
+    retry_after,
+    status_error,
+)
 from ttc.engine import Fatal, ProviderError, RateInfo, RateLimited
 
 __all__ = ["anthropic_error", "anthropic_rate_info"]
@@ -39,16 +45,6 @@ _PREFIX = "anthropic-ratelimit-"
 _TOKEN_FAMILIES = ("tokens", "input-tokens", "output-tokens")
 _ACCOUNT_TYPES = frozenset({"authentication_error", "permission_error", "billing_error"})
 _SPEND_CAP = "enforced_spend_limit_reached"
-
-
-def _count(text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        value = float(text.strip())
-    except ValueError:
-        return None
-    return int(value) if math.isfinite(value) and value >= 0 else None
 
 
 def _reset_s(text: str | None, now: float) -> float | None:
@@ -69,8 +65,8 @@ def anthropic_rate_info(headers: Mapping[str, str], *, now: float | None = None)
     now = time.time() if now is None else now
     families: list[tuple[int | None, int | None, float | None]] = []
     for name in _TOKEN_FAMILIES:
-        limit = _count(headers.get(f"{_PREFIX}{name}-limit"))
-        left = _count(headers.get(f"{_PREFIX}{name}-remaining"))
+        limit = header_count(headers.get(f"{_PREFIX}{name}-limit"))
+        left = header_count(headers.get(f"{_PREFIX}{name}-remaining"))
         reset = _reset_s(headers.get(f"{_PREFIX}{name}-reset"), now)
         if limit is not None or left is not None:
             families.append((limit, left, reset))
@@ -80,9 +76,9 @@ def anthropic_rate_info(headers: Mapping[str, str], *, now: float | None = None)
     # The reset that matters: the latest of the exhausted families, else the scarcest one's.
     scarcest = min(families, key=lambda f: math.inf if f[1] is None else f[1], default=None)
     info = RateInfo(
-        limit_requests=_count(headers.get(f"{_PREFIX}requests-limit")) or None,
+        limit_requests=header_count(headers.get(f"{_PREFIX}requests-limit")) or None,
         limit_tokens=min(limits) if limits else None,
-        remaining_requests=_count(headers.get(f"{_PREFIX}requests-remaining")),
+        remaining_requests=header_count(headers.get(f"{_PREFIX}requests-remaining")),
         remaining_tokens=min(lefts) if lefts else None,
         reset_requests_s=_reset_s(headers.get(f"{_PREFIX}requests-reset"), now),
         reset_tokens_s=max(spent) if spent else (scarcest[2] if scarcest else None),

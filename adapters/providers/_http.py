@@ -65,6 +65,7 @@ __all__ = [
     "api_key_from",
     "error_message",
     "google_retry_delay",
+    "header_count",
     "is_env_name",
     "is_local_url",
     "loads_or_text",
@@ -129,7 +130,8 @@ def parse_duration(text: str | None) -> float | None:
     return total if pos == len(s) and math.isfinite(total) else None
 
 
-def _int(text: str | None) -> int | None:
+def header_count(text: str | None) -> int | None:
+    """A header's non-negative count (a float is floored), or None when it is no count."""
     if text is None:
         return None
     try:
@@ -142,10 +144,10 @@ def _int(text: str | None) -> int | None:
 def rate_info(headers: Mapping[str, str]) -> RateInfo | None:
     """The x-ratelimit-* headers of a response (OpenAI's names), or None if it sent none."""
     info = RateInfo(
-        limit_requests=_int(headers.get("x-ratelimit-limit-requests")),
-        limit_tokens=_int(headers.get("x-ratelimit-limit-tokens")),
-        remaining_requests=_int(headers.get("x-ratelimit-remaining-requests")),
-        remaining_tokens=_int(headers.get("x-ratelimit-remaining-tokens")),
+        limit_requests=header_count(headers.get("x-ratelimit-limit-requests")),
+        limit_tokens=header_count(headers.get("x-ratelimit-limit-tokens")),
+        remaining_requests=header_count(headers.get("x-ratelimit-remaining-requests")),
+        remaining_tokens=header_count(headers.get("x-ratelimit-remaining-tokens")),
         reset_requests_s=parse_duration(headers.get("x-ratelimit-reset-requests")),
         reset_tokens_s=parse_duration(headers.get("x-ratelimit-reset-tokens")),
     )

@@ -30,10 +30,9 @@ token count (negative, not an int, null, missing, absurd) is unknown and estimat
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -54,6 +53,7 @@ from ttc.adapters.providers._http import (
     require_env_name,
     status_error,
 )
+from ttc.adapters.providers._transport import transport_errors
 from ttc.adapters.providers._usage import (
     MISSING,
     UsageReader,
@@ -66,7 +66,6 @@ from ttc.engine import (
     Completion,
     Fatal,
     Provider,
-    ProviderError,
     RateInfo,
     Request,
     Transient,
@@ -202,21 +201,9 @@ class OpenAIProvider(Provider):
             raw = await read_capped(response, cap, self.name)
             return response.status, response.headers, raw
 
-    @contextmanager
-    def _translate(self) -> Iterator[None]:
-        """Turns transport failures and unreadable bodies into the error tree (module docstring)."""
-        try:
-            yield
-        except ProviderError:
-            raise
-        except aiohttp.InvalidURL:
-            # `from None`: aiohttp's message quotes the URL with the credentials of its query.
-            raise Fatal(f"{self.name}: invalid URL {self.base_url!r}") from None
-        except (aiohttp.ClientError, asyncio.IncompleteReadError, ConnectionError) as exc:
-            said = redact(str(exc), self._secrets)
-            raise Transient(f"{self.name}: {type(exc).__name__}: {said}") from exc
-        except orjson.JSONDecodeError as exc:
-            raise Transient(f"{self.name}: truncated body (not JSON): {exc}") from exc
+    def _translate(self) -> contextlib.AbstractContextManager[None]:
+        """Transport failures and unreadable bodies into the error tree (`transport_errors`)."""
+        return transport_errors(self.name, self.base_url, self._secrets)
 
     def _body(self, request: Request) -> dict[str, Any]:
         s = request.sampling
