@@ -36,7 +36,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import anthropic
@@ -44,13 +44,12 @@ import orjson
 
 from ttc.adapters.providers._anthropic import AnthropicProvider
 from ttc.adapters.providers._anthropic_errors import anthropic_error
-from ttc.adapters.providers._http import redact
+from ttc.adapters.providers._transport import sdk_errors
 from ttc.engine import (
     BatchAPI,
     BatchResult,
     BatchStatus,
     ConfigError,
-    Fatal,
     ProviderError,
     Request,
     Transient,
@@ -226,20 +225,10 @@ class AnthropicBatchAPI(BatchAPI):
             return BatchResult(cid, None, exc, "failed")
         return BatchResult(cid, completion)
 
-    @contextlib.contextmanager
-    def _translate(self) -> Iterator[None]:
-        who = self.provider.name
-        try:
-            yield
-        except anthropic.APIStatusError as exc:
-            headers = dict(exc.response.headers)
-            raise anthropic_error(exc.status_code, headers, exc.body, who=who,
-                                  secret=self._secrets) from None  # fmt: skip
-        except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
-            said = redact(str(exc), self._secrets)
-            raise Transient(f"{who} batch: {type(exc).__name__}: {said}") from None
-        except anthropic.AnthropicError as exc:
-            raise Fatal(f"{who} batch: {redact(str(exc), self._secrets)}") from None
+    def _translate(self) -> contextlib.AbstractContextManager[None]:
+        return sdk_errors(
+            self.provider.name, self._secrets, anthropic, anthropic.AnthropicError, anthropic_error
+        )
 
 
 def _status(batch: Any) -> BatchStatus:

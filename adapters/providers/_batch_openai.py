@@ -27,7 +27,7 @@ A request's own result: status 200 → its completion; another status → that s
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal, cast, get_args
 
 import openai
@@ -35,12 +35,12 @@ import orjson
 
 from ttc.adapters.providers._http import redact, status_error
 from ttc.adapters.providers._openai import OpenAIProvider
+from ttc.adapters.providers._transport import sdk_errors
 from ttc.engine import (
     BadRequest,
     BatchAPI,
     BatchResult,
     BatchStatus,
-    Fatal,
     ProviderError,
     Request,
     Transient,
@@ -168,20 +168,10 @@ class OpenAIBatchAPI(BatchAPI):
             return BatchResult(cid, None, exc, "failed")
         return BatchResult(cid, completion)
 
-    @contextlib.contextmanager
-    def _translate(self) -> Iterator[None]:
-        who = self.provider.name
-        try:
-            yield
-        except openai.APIStatusError as exc:
-            headers = dict(exc.response.headers)
-            raise status_error(exc.status_code, headers, exc.body, who=who,
-                               secret=self._secrets) from None  # fmt: skip
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            said = redact(str(exc), self._secrets)
-            raise Transient(f"{who} batch: {type(exc).__name__}: {said}") from None
-        except openai.OpenAIError as exc:
-            raise Fatal(f"{who} batch: {redact(str(exc), self._secrets)}") from None
+    def _translate(self) -> contextlib.AbstractContextManager[None]:
+        return sdk_errors(
+            self.provider.name, self._secrets, openai, openai.OpenAIError, status_error
+        )
 
 
 def _status(batch: Any) -> BatchStatus:
