@@ -29,8 +29,8 @@ def _served(server: SimServer) -> int:
     return int(server.stats()["by_route"].get("openai.generate", 0))
 
 
-def _account(c: Completion) -> tuple[int, RateInfo | None]:
-    return c.usage.output_tokens, c.rate
+def _account(c: Completion | None) -> tuple[int, RateInfo | None]:
+    return (0, None) if c is None else (c.usage.output_tokens, c.rate)
 
 
 @contextlib.asynccontextmanager
