@@ -112,7 +112,7 @@ class ReplicasProvider(Provider):
         return f"ReplicasProvider({self.endpoint!r}, model={self.model!r})"
 
     async def generate(self, request: Request) -> Completion:
-        replica = self._pick()
+        replica, probe = self._pick()
         replica.in_flight += 1
         replica.sent += 1
         replica.max_in_flight = max(replica.max_in_flight, replica.in_flight)
@@ -120,7 +120,8 @@ class ReplicasProvider(Provider):
             return await self._send(replica, request)
         finally:
             replica.in_flight -= 1
-            replica.probing = False
+            if probe:
+                replica.probing = False
 
     async def _send(self, replica: Replica, request: Request) -> Completion:
         async with replica.limiter.slot() as ticket:
@@ -148,21 +149,21 @@ class ReplicasProvider(Provider):
         self.simulated = self.simulated or replica.provider.simulated
         return dataclasses.replace(completion, rate=None)
 
-    def _pick(self) -> Replica:
-        """A replica due for a probe, else the up one with the fewest in flight (ties in turn),
-        else, all down, the one due soonest."""
+    def _pick(self) -> tuple[Replica, bool]:
+        """A replica due for a probe (and True: the probe), else the up one with the fewest in
+        flight (ties in turn), else, all down, the one due soonest."""
         now = time.monotonic()
         due = [r for r in self.replicas if r.down_until is not None and r.down_until <= now]
         for replica in due:
             if not replica.probing:
                 replica.probing = True
-                return replica
+                return replica, True
         up = [r for r in self.replicas if not r.down]
         if not up:
-            return min(self.replicas, key=lambda r: (r.down_until or 0.0, r.in_flight))
+            return min(self.replicas, key=lambda r: (r.down_until or 0.0, r.in_flight)), False
         turn = next(self._turn)
         n = len(self.replicas)
-        return min(up, key=lambda r: (r.in_flight, (self.replicas.index(r) - turn) % n))
+        return min(up, key=lambda r: (r.in_flight, (self.replicas.index(r) - turn) % n)), False
 
     def _answered(self, replica: Replica) -> None:
         replica.answered += 1

@@ -131,3 +131,22 @@ async def test_a_drained_replica_is_probed_and_comes_back() -> None:
             await provider.aclose()
     assert answered == [True] * 40
     assert not provider.status()[1]["down"]
+
+
+async def test_a_replica_that_hangs_is_drained_after_timeouts_in_a_row() -> None:
+    async with (
+        running_server(ServeOptions(port=0, latency=0.01)) as steady,
+        running_server(ServeOptions(port=0, fault_hang=1.0)) as hung,
+    ):
+        urls = [steady.base_url_openai, hung.base_url_openai]
+        provider = openai_replicas("sim", urls, api_key="sk-t", timeout_s=0.2)
+        provider.probe_s = 60.0
+        try:
+            answered = await _send_all(provider, 30, concurrency=4)
+        finally:
+            await provider.aclose()
+        assert answered == [True] * 30  # the engine's 10 s attempt timeout never came into it
+        status = provider.status()
+        assert status[1]["down"]
+        assert status[1]["answered"] == 0
+        assert status[0]["answered"] == 30
