@@ -17,6 +17,7 @@ from ttc.adapters.providers._http import (
     require_env_name,
 )
 from ttc.adapters.providers._openai import OpenAIProvider
+from ttc.adapters.providers._replicas import ReplicasProvider, openai_replicas
 
 __all__ = [
     "SIM_FINGERPRINT",
@@ -30,7 +31,9 @@ __all__ = [
     "MissingKey",
     "OpenAIBatchAPI",
     "OpenAIProvider",
+    "ReplicasProvider",
     "api_key_from",
     "is_local_url",
+    "openai_replicas",
     "require_env_name",
 ]

@@ -29,8 +29,10 @@ def add_provider_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model", help="model name (required with every provider but sim)")
     g.add_argument(
         "--base-url",
+        action="append",
         help="API base URL, e.g. http://127.0.0.1:8000/v1 for vLLM or `ttc serve` (default: the "
-        "vendor's API)",
+        "vendor's API); repeated (openai): replicas of one model, each request to the one with "
+        "the fewest in flight, one that stops answering drained",
     )
     g.add_argument(
         "--api-key-env",

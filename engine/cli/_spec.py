@@ -103,13 +103,20 @@ class SuiteSpec:
         )
 
 
+def one_or_many(urls: list[str] | None) -> str | tuple[str, ...] | None:
+    """--base-url as given: None, one URL, or the replicas' URLs (given more than once)."""
+    if not urls:
+        return None
+    return urls[0] if len(urls) == 1 else tuple(urls)
+
+
 @dataclass(frozen=True, slots=True)
 class ProviderSpec:
     """The policy model: its kind, model, API and key variable, or the simulator's knobs."""
 
     kind: str = "sim"
     model: str | None = None
-    base_url: str | None = None
+    base_url: str | tuple[str, ...] | None = None  # a tuple: replicas (--base-url repeated)
     # The NAME of the variable holding the key; None: the vendor's usual one.
     api_key_env: str | None = None
     # The cap on a response body read (of every HTTP model and embedder); None: 32 MiB.
@@ -206,7 +213,7 @@ class RunSpec:
             provider=ProviderSpec(
                 kind=args.provider,
                 model=args.model,
-                base_url=args.base_url,
+                base_url=one_or_many(args.base_url),
                 api_key_env=args.api_key_env,
                 max_response_bytes=args.max_response_bytes,
                 api_version=args.api_version,

@@ -39,6 +39,7 @@ from ttc.engine._prices import Price, parse_price
 from ttc.engine._rundir import output_tokens_of
 from ttc.engine.cli._batchmode import policy_price
 from ttc.engine.cli._progress import Progress
+from ttc.engine.cli._servers import many_from, one_url, replicas
 from ttc.engine.cli._spec import (
     AZURE_API_VERSION,
     ProviderSpec,
@@ -159,7 +160,7 @@ def provider_from(spec: ProviderSpec, seed: int, suite: Suite, items: Sequence[I
         return api_provider(
             spec.kind,
             spec.model,
-            spec.base_url,
+            one_url(spec.base_url),
             spec.api_key_env,
             spec.max_response_bytes,
             api_version=spec.api_version,
@@ -248,12 +249,14 @@ def role_provider_from(spec: RunSpec, role: str, suite: Suite, items: Sequence[I
                 f"got {name!r}"
             )
         same = spec.provider.kind == kind
+        if same and isinstance(urls := spec.provider.base_url, tuple):
+            return replicas(kind, model, urls, spec, spec.provider.api_key_env)
         # The run's --api-key-env is this model's only when it is of --provider's kind.
         with key_named(f"--{flag.replace('_', '-')} {name}", "--api-key-env" if same else None):
             return api_provider(
                 kind,
                 model,
-                spec.provider.base_url if same else None,
+                one_url(spec.provider.base_url) if same else None,
                 spec.provider.api_key_env if same else None,
                 spec.provider.max_response_bytes,
             )
@@ -315,7 +318,7 @@ async def wire(
     given, are used instead of the spec's); closes them on the way out."""
     if spec.provider.kind == "anthropic" and provider is None:
         check_anthropic_decoding(spec.sampling)
-    policy = provider or provider_from(spec.provider, spec.seed, suite, items)
+    policy = provider or many_from(spec) or provider_from(spec.provider, spec.seed, suite, items)
     wired = Wired(suite, policy)
     try:
         if spec.cache is not None:
