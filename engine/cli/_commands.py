@@ -297,15 +297,37 @@ def resume_argv(run_dir: Path, extra: Sequence[str]) -> tuple[list[str], str]:
                 if name == "invocation.json" and "protocol" not in invocation:
                     argv.extend(["--protocol", "none"])  # a compare made before --protocol
                 cwd = str(invocation.get("cwd") or os.getcwd())
+                # --base-url may be repeated (replicas): given again, it replaces the run's.
+                for flag in REPEATABLE:
+                    if any(a == flag or a.startswith(flag + "=") for a in extra):
+                        argv = without_flag(argv, flag)
                 return [*argv, *extra, "--resume", "--out", str(run_dir.resolve())], cwd
     raise DataError(f"{run_dir}: not a run directory made by `ttc run` or `ttc compare`")
+
+
+REPEATABLE = ("--base-url",)  # flags that append: on resume, the new ones replace the old
+
+
+def without_flag(argv: list[str], flag: str) -> list[str]:
+    """`argv` without `flag VALUE` and `flag=VALUE`."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == flag:
+            skip = True
+        elif not arg.startswith(flag + "="):
+            out.append(arg)
+    return out
 
 
 def withheld_credential(args: argparse.Namespace) -> str | None:
     """The flag (--base-url, --embed-base-url) of a resumed command line whose URL lost its
     credential when the run was stored, so it must be given again; None when none did."""
     for flag in ("--base-url", "--embed-base-url"):
-        url = getattr(args, flag[2:].replace("-", "_"), None)
-        if isinstance(url, str) and withheld(url):
+        value = getattr(args, flag[2:].replace("-", "_"), None)
+        urls = value if isinstance(value, list) else [value]  # --base-url may be repeated
+        if any(isinstance(url, str) and withheld(url) for url in urls):
             return flag
     return None

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,20 @@ def test_replicas_refused_in_one_line_naming_the_flag(
     assert code == 2
     assert message in capsys.readouterr().err
     assert not (out / "journal.jsonl").exists()
+
+
+def test_base_urls_given_again_on_resume_replace_the_runs(tmp_path: Path) -> None:
+    from ttc.engine.cli._commands import resume_argv
+
+    stored = ["compare", "--provider", "openai", "--base-url", "http://a/v1", "--limit", "4",
+              "--base-url=http://b/v1"]  # fmt: skip
+    (tmp_path / "invocation.json").write_text(
+        json.dumps({"argv": stored, "cwd": str(tmp_path), "protocol": "paper"})
+    )
+    argv, _ = resume_argv(tmp_path, ["--base-url", "http://c/v1"])
+    urls = [a for a in argv if "http://" in a]
+    assert urls == ["http://c/v1"]  # not appended to the run's two: that would be 3 replicas
+    assert argv[:5] == ["compare", "--provider", "openai", "--limit", "4"]
+    # Without --base-url on top, the run's replicas stay as they were.
+    argv, _ = resume_argv(tmp_path, ["--max-attempts", "9"])
+    assert [a for a in argv if "http://" in a] == ["http://a/v1", "--base-url=http://b/v1"]
