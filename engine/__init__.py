@@ -6,7 +6,15 @@ from ttc.engine._batch import BatchAPI, BatchResult, BatchStatus
 from ttc.engine._batch_events import BatchCreated, BatchFileUploaded, BatchUpdated
 from ttc.engine._budget import FAILURE_STREAK, PROVIDER_STOP, StopKind, StopReason
 from ttc.engine._cache import CachingProvider, ProviderCache, ResponseCache
-from ttc.engine._config import JUDGES, METHODS, NEIGHBOUR_MODES, OPERATIONAL, PRESETS, RunConfig
+from ttc.engine._config import (
+    INDEXES,
+    JUDGES,
+    METHODS,
+    NEIGHBOUR_MODES,
+    OPERATIONAL,
+    PRESETS,
+    RunConfig,
+)
 from ttc.engine._engine import Engine
 from ttc.engine._errors import (
     BadRequest,
@@ -108,6 +116,7 @@ from ttc.engine.strategy import (
 
 __all__ = [
     "FAILURE_STREAK",
+    "INDEXES",
     "JUDGES",
     "MAX_RESPONSE_TOKENS",
     "METHODS",

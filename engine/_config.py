@@ -9,6 +9,7 @@ from typing import Any
 
 from ttc.engine._errors import ConfigError
 from ttc.engine._types import Sampling
+from ttc.retrieval import KINDS
 
 # The paper's main comparison (what `ttc compare` runs).
 METHODS = ("unif", "elim", "rand", "adpt")
@@ -20,6 +21,8 @@ JUDGES = ("truth", "reward", "consensus")
 # A noisy judge's demonstration pool: `accepted`, only the responses it accepted (the paper's
 # words); `latest`, also each unaccepted question's most recent response.
 POOLS = ("accepted", "latest")
+# The FAISS index of solved questions (`--index`; see ttc.retrieval).
+INDEXES = KINDS
 
 # Each field's command-line flag, so an error names what the user typed.
 FLAGS = {
@@ -31,6 +34,7 @@ FLAGS = {
     "seed": "--seed",
     "method": "--method",
     "neighbours": "--neighbours",
+    "index": "--index",
     "concurrency": "--concurrency",
     "rpm": "--rpm",
     "tpm": "--tpm",
@@ -69,6 +73,9 @@ class RunConfig:
     seed: int = 0
     method: str = "adpt"
     neighbours: str = "solved"
+    # The FAISS index of solved questions (INDEXES): exact `flat`, approximate `ivf` or `hnsw`,
+    # or `auto` (exact up to 100,000 questions). Approximate search may change the neighbours.
+    index: str = "auto"
     concurrency: int = 64
     rpm: float | None = None
     tpm: float | None = None
@@ -129,6 +136,8 @@ class RunConfig:
             raise bad("gamma", "must be in (0, 1]")
         if self.neighbours not in NEIGHBOUR_MODES:
             raise bad("neighbours", f"must be one of {', '.join(NEIGHBOUR_MODES)}")
+        if self.index not in INDEXES:
+            raise bad("index", f"must be one of {', '.join(INDEXES)}")
 
     def _check_limits(self) -> None:
         """The scheduler's limits and the budgets."""

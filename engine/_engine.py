@@ -37,7 +37,7 @@ from ttc.engine._neighbours import (
     EmbedderSpec,
     NoRetrieval,
     Retrieval,
-    embed_questions,
+    neighbourhood,
     resolve_embedder,
 )
 from ttc.engine._observer import RunObserver
@@ -54,7 +54,7 @@ from ttc.engine._runinfo import RunParts, open_rundir
 from ttc.engine._state import RoundStats, RunState, count_into
 from ttc.engine._stream import RunEnded, Sink, SolvedWatch, StreamEvent, discard, stream_of
 from ttc.engine._tokens import TokenEstimator
-from ttc.engine._types import FloatArray, Item, Provider, Suite, Usage, require_parts
+from ttc.engine._types import Item, Provider, Suite, Usage, require_parts
 from ttc.engine._verify import VerifierPool
 from ttc.engine._walltime import RunTimer, past_times
 from ttc.engine.strategy._contract import Allotment, DemoPlan
@@ -232,7 +232,7 @@ class Engine:
 
     async def _open(
         self, stack: contextlib.AsyncExitStack, state: RunState, timer: RunTimer
-    ) -> tuple[MutableMapping[SampleKey, Landed], asyncio.Task[FloatArray] | None]:
+    ) -> tuple[MutableMapping[SampleKey, Landed], asyncio.Task[Retrieval] | None]:
         """Sets a run up; `stack` undoes each part, in reverse, when the run ends however."""
         cfg = self.config
         needs_vectors = self.strategy.needs_embeddings and cfg.rounds > cfg.warmup_rounds
@@ -269,7 +269,7 @@ class Engine:
         if embedder is not None:  # in a thread, while the warm-up runs: a model loads slowly
             log.info("questions are embedded with the %s embedder", embedder.name)
             cache = None if self.rundir is None else self.rundir.embeddings_path
-            embedding = asyncio.create_task(embed_questions(state, embedder, cache))
+            embedding = asyncio.create_task(neighbourhood(state, embedder, cache, cfg.index))
             stack.callback(embedding.cancel)
         # Undone first: the rounds' totals as they stood, before anything else is closed.
         stack.callback(self._finish_rounds, state, timer)
@@ -310,7 +310,7 @@ class Engine:
         self,
         state: RunState,
         done: MutableMapping[SampleKey, Landed],
-        embedding: asyncio.Task[FloatArray] | None,
+        embedding: asyncio.Task[Retrieval] | None,
         timer: RunTimer,
     ) -> None:
         cfg = self.config
@@ -329,16 +329,16 @@ class Engine:
             self.observer.round_started(stats)
             if adaptive and retrieval is None and embedding is not None:
                 self.observer.waiting("the embedder (loading its model, embedding the questions)")
-                retrieval = await asyncio.to_thread(Retrieval, state, await embedding)
+                retrieval = await embedding
                 self.observer.waiting(None)
+            if adaptive and retrieval is not None:  # the pool as the last barrier left it
+                await asyncio.to_thread(retrieval.sync)
             await self._round(state, stats, retrieval, done)
             stats.wall_s = timer.round_done(t)  # what the round waited for included
             stats.complete = stats.samples == stats.planned
             await self._end_round(stats)
             if not stats.complete:
                 break
-            if retrieval is not None:
-                await asyncio.to_thread(retrieval.sync)
 
     def _context(self) -> RoundContext:
         return RoundContext(

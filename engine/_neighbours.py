@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +22,13 @@ from ttc.engine._lexical import LexicalEmbedder
 from ttc.engine._state import RunState
 from ttc.engine._types import Embedder, FloatArray
 from ttc.engine.strategy._contract import DemoPlan
-from ttc.retrieval import SolvedIndex, cached_embeddings, fixed_neighbours, similar_solved
+from ttc.retrieval import (
+    SolvedIndex,
+    cached_embeddings,
+    fixed_neighbours,
+    index_spec,
+    similar_solved,
+)
 
 log = logging.getLogger("ttc")
 
@@ -44,26 +51,39 @@ def resolve_embedder(spec: EmbedderSpec) -> Embedder:
     return spec if isinstance(spec, Embedder) else spec()
 
 
-async def embed_questions(state: RunState, embedder: Embedder, cache: Path | None) -> FloatArray:
-    """The questions' embeddings, in a thread (cached in `cache`, the run directory's file)."""
+async def neighbourhood(
+    state: RunState, embedder: Embedder, cache: Path | None, index: str = "flat"
+) -> Retrieval:
+    """The run's retrieval over the questions' embeddings, computed (or read from `cache`, the
+    run directory's file) and indexed in threads while the warm-up round runs; nothing is in its
+    index yet (`Retrieval.sync`). `index` is the kind asked for (RunConfig.index)."""
     ids = [item.id for item in state.items]
     texts = [item.question for item in state.items]
     if cache is not None:
-        return await asyncio.to_thread(cached_embeddings, cache, ids, texts, embedder)
-    return await asyncio.to_thread(embedder.embed, texts)
+        vectors = await asyncio.to_thread(cached_embeddings, cache, ids, texts, embedder)
+    else:
+        vectors = await asyncio.to_thread(embedder.embed, texts)
+    del ids, texts
+    return await asyncio.to_thread(Retrieval, state, vectors, index)
 
 
 class Retrieval:
-    """Neighbourhoods over one run's question embeddings (implements `Neighbourhood`)."""
+    """Neighbourhoods over one run's question embeddings (implements `Neighbourhood`).
 
-    def __init__(self, state: RunState, vectors: FloatArray) -> None:
+    The solved questions join the index at each adaptive round's start (`sync`). With an
+    approximate index the vectors are kept as float16 (half the memory: 0.5 GB at a million
+    questions of 256 dimensions), as the index itself keeps them.
+    """
+
+    def __init__(self, state: RunState, vectors: FloatArray, index: str = "flat") -> None:
         if vectors.shape[0] != state.n:
             raise ValueError(f"{vectors.shape[0]} embeddings for {state.n} questions")
         self.state = state
-        self.vectors = vectors
-        self.index = SolvedIndex(vectors)
+        # `index`: the kind asked for (RunConfig.index); `auto` chooses by the number of questions.
+        self.spec = index_spec(index, state.n)
+        self.index = SolvedIndex(vectors, self.spec)
+        self.vectors = self.index.vectors
         self._fixed: npt.NDArray[np.int64] | None = None
-        self.sync()
 
     def sync(self) -> None:
         """Index every question in the demonstration pool so far (called at round barriers)."""
@@ -72,19 +92,20 @@ class Retrieval:
     def similar_solved(self, rows: Sequence[int], p: int) -> DemoPlan:
         if p == 0 or len(self.index) == 0:
             return {}
-        found = similar_solved(self.index, rows, p)
-        return {row: [(r, s) for r, s in hits] for row, hits in found.items()}
+        # The index's lists as they are (no copy: 666,000 of them in a round at a million).
+        return cast(DemoPlan, similar_solved(self.index, rows, p))
 
     def fixed(self, rows: Sequence[int], p: int) -> DemoPlan:
         if p == 0:
             return {}
         if self._fixed is None or self._fixed.shape[1] != p:
             # The paper's algorithm box: neighbours fixed once among all questions.
-            self._fixed = fixed_neighbours(self.vectors, p)
+            matrix = np.asarray(self.vectors, dtype=np.float32)  # (a copy only from float16)
+            self._fixed = fixed_neighbours(matrix, p, self.spec)
         plan: DemoPlan = {}
         for row in rows:
             plan[row] = [
-                (int(r), float(self.vectors[row] @ self.vectors[r]))
+                (int(r), self.index.cosine(row, int(r)))
                 for r in self._fixed[row]
                 if r >= 0 and self.state.has_demo(int(r))
             ]

@@ -30,7 +30,7 @@ from ttc.engine._pool import bounded
 from ttc.engine._retry import RetryPolicy
 from ttc.engine._scheduler import run_round
 from ttc.engine._sender import Job, Outcome, Sender
-from ttc.engine._state import RoundStats, RunState, Scored, count_into, sample_seed
+from ttc.engine._state import Pick, RoundStats, RunState, Scored, count_into, sample_seed
 from ttc.engine._stream import SolvedWatch
 from ttc.engine._tokens import TokenEstimator
 from ttc.engine._types import (
@@ -111,10 +111,11 @@ class RoundRun:
         self.done = done
         self.judgement = ctx.judgement
         self.gamma = ctx.config.gamma
-        # The demonstrations' texts as they stood when the round was planned: a question in the
-        # pool may be sampled in this round too (noisy fallback), and its prompts must not
-        # depend on the order in which samples land.
-        self.texts: dict[int, str] = {}
+        # The demonstrations as they stood when the round was planned: a question in the pool
+        # may be sampled in this round too (noisy fallback), and its prompts must not depend on
+        # the order in which samples land. The state's own (immutable) picks, their texts
+        # unpacked only as a prompt is rendered: a round may show a million of them.
+        self.demos: dict[int, Pick] = {}
         # While the journal's samples are replayed the budget is not checked: it stops new
         # work, and a replay costs nothing.
         self._replaying = False
@@ -162,10 +163,10 @@ class RoundRun:
     def _snapshot(self, plan: DemoPlan) -> None:
         for refs in plan.values():
             for ref in refs:
-                if not isinstance(ref, Demo) and ref[0] not in self.texts:
-                    text = self.state.response(ref[0])
-                    if text is not None:
-                        self.texts[ref[0]] = text
+                if not isinstance(ref, Demo) and ref[0] not in self.demos:
+                    pick = self.state.demo(ref[0])
+                    if pick is not None and pick.packed is not None:
+                        self.demos[ref[0]] = pick
 
     def _key(self, row: int, k: int) -> tuple[int, str, int]:
         return (self.t, self.state.items[row].id, k)
@@ -276,7 +277,7 @@ class RoundRun:
         for ref in refs:
             if isinstance(ref, Demo):
                 demos.append(ref)
-            elif (text := self.texts.get(ref[0])) is not None:
+            elif (pick := self.demos.get(ref[0])) is not None and (text := pick.text) is not None:
                 demos.append(Demo(items[ref[0]].id, items[ref[0]].question, text, ref[1]))
         return tuple(demos)
 

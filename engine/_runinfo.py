@@ -26,6 +26,7 @@ from ttc.engine._secrets import redact_argv, redact_url
 from ttc.engine._state import RunState
 from ttc.engine._types import Item, Provider, Suite, Usage
 from ttc.engine.strategy._strategy import Strategy
+from ttc.retrieval import index_spec
 
 log = logging.getLogger("ttc")
 
@@ -68,6 +69,9 @@ class RunParts:
             "suite": self.suite.name,
             "items": len(items),
             "items_sha256": items_sha256(items),
+            # The index --index chose (by size, for auto) and its parameters: approximate search
+            # may change the neighbours, so a resumed run must use the same.
+            "index": index_spec(self.config.index, len(items)).describe(),
             "invocation": _without_credentials(self.invocation),
             "ttc_version": __version__,
         }
@@ -211,12 +215,21 @@ def check_same_run(before: dict[str, Any], now: dict[str, Any], out: Path | None
     old_cfg, new_cfg = _compared(before.get("config", {})), _compared(now["config"])
     for key in sorted(set(old_cfg) | set(new_cfg)):
         old, new = old_cfg.get(key, defaults.get(key)), new_cfg.get(key)
-        if key not in OPERATIONAL and old != new:
+        # --index is compared as the index it chose (below): `auto` and its choice are the same.
+        if key not in OPERATIONAL and key != "index" and old != new:
             flag = FLAGS.get(key) or _SAMPLING_FLAGS.get(key.removeprefix("sampling."), key)
             raise ConfigError(
                 f"{flag}: the run in {out} used {_said(old, flag)}, not {_said(new, flag)}; "
                 "a resumed run must match"
             )
+    # Runs made before the index was recorded searched exactly.
+    flat = {"kind": "flat"}
+    old_index, new_index = before.get("index", flat), now.get("index", flat)
+    if old_index != new_index:
+        raise ConfigError(
+            f"--index: the run in {out} searched its neighbours with {old_index}, not "
+            f"{new_index}; a resumed run must match (approximate search changes neighbours)"
+        )
     _check_same_setup(before, now, out)
 
 

@@ -8,14 +8,13 @@ and written last, so a crash in between leaves no sidecar and the next run recom
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import logging
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 
 _FORMAT = 1
+_CHUNK = 1 << 24
 
 
 def cached_embeddings(
@@ -68,10 +68,14 @@ def _questions_digest(ids: Sequence[str], texts: Sequence[str]) -> str:
 
 
 def _load(path: Path, sidecar: Path, meta: dict[str, Any]) -> FloatArray | None:
-    """The cached matrix if the sidecar matches `meta` and the file is intact, else None."""
+    """The cached matrix if the sidecar matches `meta` and the file is intact, else None.
+
+    The file is hashed in chunks and then loaded straight into its array: at a million
+    questions a whole-file copy would cost as much memory as the matrix.
+    """
     try:
         stored = json.loads(sidecar.read_text(encoding="utf-8"))
-        data = path.read_bytes()
+        digest = _file_digest(path)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, RecursionError) as exc:  # a sidecar nested too deep included
@@ -82,11 +86,11 @@ def _load(path: Path, sidecar: Path, meta: dict[str, Any]) -> FloatArray | None:
             "embedding cache %s is for other questions or another embedder; recomputing", path
         )
         return None
-    if stored.get("data_sha256") != hashlib.sha256(data).hexdigest():
+    if stored.get("data_sha256") != digest:
         _log.warning("embedding cache %s is corrupt; recomputing", path)
         return None
     try:
-        vectors = np.load(io.BytesIO(data), allow_pickle=False)
+        vectors = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         _log.warning("embedding cache %s is corrupt (%s); recomputing", path, exc)
         return None
@@ -95,6 +99,14 @@ def _load(path: Path, sidecar: Path, meta: dict[str, Any]) -> FloatArray | None:
         return None
     result: FloatArray = vectors
     return result
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _embed_all(texts: Sequence[str], embedder: Embedder) -> FloatArray:
@@ -115,23 +127,38 @@ def _embed_all(texts: Sequence[str], embedder: Embedder) -> FloatArray:
 
 
 def _save(path: Path, sidecar: Path, meta: dict[str, Any], vectors: FloatArray) -> None:
-    """Write the matrix, then the sidecar, each atomically."""
+    """Write the matrix, then the sidecar, each atomically; the matrix is written and hashed
+    in chunks (numpy writes a non-file object 16 MB at a time), never copied whole."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    buffer = io.BytesIO()
-    np.save(buffer, vectors, allow_pickle=False)
-    data = buffer.getvalue()
     sidecar.unlink(missing_ok=True)
-    _write_atomic(path, data)
-    full = {**meta, "data_sha256": hashlib.sha256(data).hexdigest()}
-    _write_atomic(sidecar, json.dumps(full, indent=2).encode("utf-8"))
+    h = hashlib.sha256()
+
+    def write(f: BinaryIO) -> None:
+        np.save(_Hashing(f, h), vectors, allow_pickle=False)
+
+    _write_atomic(path, write)
+    full = {**meta, "data_sha256": h.hexdigest()}
+    text = json.dumps(full, indent=2).encode("utf-8")
+    _write_atomic(sidecar, lambda f: f.write(text))
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+class _Hashing:
+    """A write-only file that hashes what goes through it."""
+
+    def __init__(self, f: BinaryIO, h: Any) -> None:
+        self._f, self._h = f, h
+
+    def write(self, data: bytes) -> int:
+        self._h.update(data)
+        return self._f.write(data)
+
+
+def _write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Write to a temporary file in the same directory, then rename it over `path`."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            write(f)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

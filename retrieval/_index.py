@@ -1,7 +1,8 @@
-"""The FAISS index of solved questions: exact cosine search over a growing set of rows.
+"""The FAISS index of solved questions: cosine search over a growing set of rows.
 
 A row is a question's position in the run's item list; the engine maps ids to rows. Vectors are
-L2-normalised, so the inner product of `IndexFlatIP` is the cosine similarity.
+L2-normalised, so the inner product is the cosine similarity. The index is exact (`flat`) or
+approximate (`ivf`, `hnsw`: see `ttc.retrieval._kinds`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING
 import faiss
 import numpy as np
 import numpy.typing as npt
+
+from ttc.retrieval._kinds import IndexSpec, new_index, train_rows
 
 if TYPE_CHECKING:
     # Annotations only: at run time ttc.engine imports this package, not the reverse.
@@ -47,21 +50,47 @@ def as_matrix(vectors: FloatArray) -> FloatArray:
     return matrix
 
 
-class SolvedIndex:
-    """Exact cosine top-k over the solved questions, which are added as they get solved."""
+# An approximate index is asked for this many more candidates than wanted; they are then ranked
+# by their exact cosine.
+_SLACK = 8
+# Queries whose candidates are re-ranked exactly at once (their vectors gathered: ~40 MB at 384
+# dimensions).
+_CHUNK = 4096
 
-    def __init__(self, vectors: FloatArray) -> None:
+
+class SolvedIndex:
+    """Cosine top-k over the solved questions, which are added as they get solved."""
+
+    def __init__(self, vectors: FloatArray, spec: IndexSpec | None = None) -> None:
         # The full matrix of every question's embedding: queries and additions are rows of it.
-        self._vectors = as_matrix(vectors)
-        self._index = faiss.IndexFlatIP(self._vectors.shape[1])
+        # An approximate index keeps it as float16 (half the memory), and hands FAISS float32
+        # rows as it needs them.
+        self.spec = spec or IndexSpec()
+        matrix = as_matrix(vectors)
+        self._vectors = matrix if self.spec.exact else matrix.astype(np.float16)
+        del matrix
+        n, dim = self._vectors.shape
+        self._index = new_index(self.spec, dim)
+        trained = train_rows(self.spec, n)
+        if trained:  # ivf: the cells, from every question's vector, before any is added
+            self._index.train(self._rows_of(trained))
         self._rows: list[int] = []  # faiss id -> row, in insertion order
-        self._members: set[int] = set()
+        self._members = np.zeros(n, dtype=bool)  # a bit per question, not a set of ints
         self._labels: npt.NDArray[np.int64] | None = None  # array form of _rows, built lazily
 
     @property
-    def vectors(self) -> FloatArray:
-        """The (n, dim) matrix of all questions' embeddings."""
+    def vectors(self) -> npt.NDArray[np.float32 | np.float16]:
+        """The (n, dim) matrix of all questions' embeddings (float16 for an approximate index)."""
         return self._vectors
+
+    def cosine(self, a: int, b: int) -> float:
+        """The cosine similarity of two questions (rows), in float32."""
+        return float(self._rows_of([a])[0] @ self._rows_of([b])[0])
+
+    def _rows_of(self, rows: Sequence[int] | npt.NDArray[np.int64]) -> FloatArray:
+        """These rows of the matrix, as the float32 FAISS takes."""
+        out: FloatArray = np.ascontiguousarray(self._vectors[rows], dtype=np.float32)
+        return out
 
     @property
     def rows(self) -> tuple[int, ...]:
@@ -72,7 +101,9 @@ class SolvedIndex:
         return len(self._rows)
 
     def __contains__(self, row: object) -> bool:
-        return row in self._members
+        if not isinstance(row, int | np.integer) or not 0 <= row < self._members.shape[0]:
+            return False
+        return bool(self._members[row])
 
     def add(self, rows: Iterable[int]) -> int:
         """Index these rows; rows already indexed are ignored. Returns how many were new."""
@@ -82,11 +113,14 @@ class SolvedIndex:
             row = int(raw)
             if not 0 <= row < n:
                 raise IndexError(f"row {row} out of range for {n} questions")
-            if row not in self._members:
-                self._members.add(row)
+            if not self._members[row]:
+                self._members[row] = True
                 new.append(row)
         if new:
-            self._index.add(self._vectors[new])
+            # hnsw on one thread: FAISS's threaded insertion makes the graph depend on timing.
+            threads = one_thread() if self.spec.kind == "hnsw" else contextlib.nullcontext()
+            with threads:
+                self._index.add(self._rows_of(new))
             self._rows.extend(new)
             self._labels = None
         return len(new)
@@ -106,6 +140,8 @@ class SolvedIndex:
             return [[] for _ in queries]
         labels = self._row_labels()
         total = len(self._rows)
+        if not self.spec.exact:
+            return self._search_approximate(queries, k, labels)
         # k + 1 to drop the query's own entry, and one more so that the k-th place is never the
         # deepest returned unless it ties with the entry after it.
         depth = min(k + 2, total)
@@ -123,13 +159,36 @@ class SolvedIndex:
             out.append(found[:k])
         return out
 
+    def _search_approximate(
+        self, queries: list[int], k: int, labels: npt.NDArray[np.int64]
+    ) -> list[Neighbours]:
+        """The approximate index's candidates, ranked by exact cosine (ties by row)."""
+        depth = min(k + 1 + _SLACK, len(self._rows))
+        out: list[Neighbours] = []
+        for start in range(0, len(queries), _CHUNK):
+            chunk = queries[start : start + _CHUNK]
+            _, ids = self._search(chunk, depth)
+            found = np.where(ids >= 0, labels[np.maximum(ids, 0)], -1)
+            exact = np.einsum(
+                "qd,qcd->qc", self._rows_of(chunk), self._rows_of(np.maximum(found, 0))
+            )
+            for i, q in enumerate(chunk):
+                hits = [
+                    (int(r), float(s))
+                    for r, s in zip(found[i].tolist(), exact[i].tolist(), strict=True)
+                    if r >= 0 and r != q
+                ]
+                hits.sort(key=lambda rs: (-rs[1], rs[0]))
+                out.append(hits[:k])
+        return out
+
     def _search(
         self, rows: list[int], depth: int
     ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
         """FAISS's top `depth` for these rows: a single row on one thread (`one_thread`)."""
         threads = one_thread() if len(rows) == 1 else contextlib.nullcontext()
         with threads:
-            scores, ids = self._index.search(self._vectors[rows], depth)
+            scores, ids = self._index.search(self._rows_of(rows), depth)
         return scores, ids
 
     def _row_labels(self) -> npt.NDArray[np.int64]:

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ttc.retrieval._index import Neighbours, SolvedIndex, as_matrix
+from ttc.retrieval._kinds import IndexSpec
 
 if TYPE_CHECKING:
     # Annotations only: at run time ttc.engine imports this package, not the reverse.
@@ -27,15 +28,18 @@ def similar_solved(index: SolvedIndex, query_rows: Sequence[int], p: int) -> dic
     return dict(zip(rows, index.search(rows, p), strict=True))
 
 
-def fixed_neighbours(vectors: FloatArray, p: int) -> npt.NDArray[np.int64]:
-    """An (n, p) matrix: each row's top-p most similar other rows, best first, padded with -1."""
+def fixed_neighbours(
+    vectors: FloatArray, p: int, spec: IndexSpec | None = None
+) -> npt.NDArray[np.int64]:
+    """An (n, p) matrix: each row's top-p most similar other rows, best first, padded with -1
+    (searched with an index of `spec`, exact by default)."""
     matrix = as_matrix(vectors)
     n = matrix.shape[0]
     out = np.full((n, max(p, 0)), -1, dtype=np.int64)
     if n == 0 or p <= 0:
         return out
-    # A temporary index over every row gives the same exact search and tie order as the solved one.
-    index = SolvedIndex(matrix)
+    # A temporary index over every row gives the same search and tie order as the solved one.
+    index = SolvedIndex(matrix, spec)
     index.add(range(n))
     for row, found in enumerate(index.search(range(n), p)):
         out[row, : len(found)] = [r for r, _ in found]

@@ -11,6 +11,11 @@ Appendix A.3; its `eval/yaml/hard/` configurations), every other field at its da
 
 Every range is inclusive. Each task is generated with the same fixed seed, and `reasoning-gym` is
 pinned to one version (pyproject.toml), so the 400 problems do not change with an upgrade.
+An item keeps its task and its index, not reasoning-gym's whole entry (a letter-counting entry
+holds its text twice, once as a list of words: 3 kB an item, 3 GB at a million): the scorer
+regenerates the entry from the dataset (reasoning-gym's entries are a pure function of the seed
+and the index), and keeps the latest few thousand it regenerated. An item made elsewhere with
+an `entry` in its meta is scored on that entry.
 Scoring uses the `score_answer` of the dataset that generated the entries:
 `reasoning_gym.get_score_answer_fn(task)` would build a dataset with the task's default config,
 and decimal_arithmetic reads its tolerance from the config (10^-3 by default, 10^-8 for hard).
@@ -18,7 +23,8 @@ and decimal_arithmetic reads its tolerance from the config (10^-3 by default, 10
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Sequence
 from typing import Any
 
 from ttc.adapters.suites._answers import extract_last_boxed
@@ -35,7 +41,6 @@ DEFAULT_TASKS: tuple[str, ...] = (
 )
 """The paper's four task categories."""
 
-Scorer = Callable[[str | None, dict[str, Any]], float]
 
 HARD_CONFIGS: dict[str, dict[str, Any]] = {
     "decimal_arithmetic": {
@@ -51,6 +56,14 @@ HARD_CONFIGS: dict[str, dict[str, Any]] = {
 }
 """The Reasoning Gym benchmark's hard setting of each task ttc generates (keyword arguments of
 its dataset config; the fields not named keep their defaults)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _regenerated(dataset: Any, index: int) -> dict[str, Any]:
+    """Entry `index` of `dataset`, regenerated (the same entry on every call); the latest
+    thousands are kept, as an item is judged once per sample."""
+    entry: dict[str, Any] = dataset[index]
+    return entry
 
 
 def _hard_config(task: str, seed: int, size: int) -> dict[str, Any]:
@@ -81,7 +94,7 @@ class ReasoningGymSuite(TemplatedSuite):
         self.seed = seed
         self.tasks = tasks
         self._items: list[Item] | None = None
-        self._scorers: dict[str, Scorer] = {}
+        self._datasets: dict[str, Any] = {}
 
     # Workers receive the suite pickled: ship only plain settings, and rebuild the generated items
     # and the reasoning-gym scorers lazily on the other side.
@@ -93,49 +106,58 @@ class ReasoningGymSuite(TemplatedSuite):
         self.seed = state["seed"]
         self.tasks = tuple(state["tasks"])
         self._items = None
-        self._scorers = {}
+        self._datasets = {}
 
     def items(self) -> list[Item]:
         """All items, interleaved across tasks so that any prefix is balanced."""
         if self._items is None:
             import reasoning_gym
 
-            per_task: list[list[dict[str, Any]]] = []
+            per_task: list[list[tuple[str, str]]] = []
             for task in self.tasks:
                 config = _hard_config(task, self.seed, self.per_task)
                 dataset = reasoning_gym.create_dataset(task, **config)
-                per_task.append([dataset[i] for i in range(self.per_task)])
+                entries = (dataset[i] for i in range(self.per_task))
+                per_task.append([(e["question"], str(e["answer"])) for e in entries])
             self._items = [
                 Item(
                     id=f"{task}/{index}",
-                    question=entries[index]["question"],
-                    reference=str(entries[index]["answer"]),
-                    meta={"task": task, "entry": entries[index]},
+                    question=questions[index][0],
+                    reference=questions[index][1],
+                    meta={"task": task, "index": index},
                 )
                 for index in range(self.per_task)
-                for task, entries in zip(self.tasks, per_task, strict=True)
+                for task, questions in zip(self.tasks, per_task, strict=True)
             ]
         return list(self._items)
 
     def prepare(self) -> None:
-        """Build every task's scorer now (verifier workers call this at start-up)."""
+        """Build every task's dataset now (verifier workers call this at start-up)."""
         for task in self.tasks:
-            self._scorer(task)
+            self._dataset(task)
 
-    def _scorer(self, task: str) -> Scorer:
-        scorer = self._scorers.get(task)
-        if scorer is None:
+    def _dataset(self, task: str) -> Any:
+        dataset = self._datasets.get(task)
+        if dataset is None:
             import reasoning_gym
 
             # The generating config, not the default one: see the module docstring.
             config = _hard_config(task, self.seed, self.per_task)
-            scorer = reasoning_gym.create_dataset(task, **config).score_answer
-            self._scorers[task] = scorer
-        return scorer
+            dataset = reasoning_gym.create_dataset(task, **config)
+            self._datasets[task] = dataset
+        return dataset
+
+    def entry(self, item: Item) -> dict[str, Any]:
+        """reasoning-gym's entry of an item: the one its meta holds, or regenerated."""
+        given = item.meta.get("entry")
+        if given is not None:
+            return dict(given)
+        return dict(_regenerated(self._dataset(item.meta["task"]), int(item.meta["index"])))
 
     def score(self, item: Item, answer: str) -> float:
         """The task's own reasoning-gym score of an extracted `answer` (it may raise)."""
-        return float(self._scorer(item.meta["task"])(answer, item.meta["entry"]))
+        dataset = self._dataset(item.meta["task"])
+        return float(dataset.score_answer(answer, self.entry(item)))
 
     def judge(self, item: Item, response: str) -> Verdict:
         """Scores the last `\\boxed{}` answer with the task's own reasoning-gym scorer."""

@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from ttc import __version__
-from ttc.engine import JUDGES, NEIGHBOUR_MODES, PRESETS
+from ttc.engine import INDEXES, JUDGES, NEIGHBOUR_MODES, PRESETS
 from ttc.engine._config import POOLS
 from ttc.engine.cli._batchmode import add_batch_flags
 from ttc.engine.cli._metrics import add_metrics
@@ -88,6 +88,13 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         choices=NEIGHBOUR_MODES,
         default="solved",
         help="solved: top-P among solved; fixed: fixed once among all",
+    )
+    g.add_argument(
+        "--index",
+        choices=INDEXES,
+        default="auto",
+        help="FAISS index of solved questions: flat (exact), ivf or hnsw (approximate: may change "
+        "the neighbours); auto: flat up to 100,000 questions, ivf above",
     )
     g.add_argument(
         "--embedder",

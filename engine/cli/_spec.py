@@ -146,6 +146,7 @@ class RunSpec:
     gamma: float = 1.0
     seed: int = 0
     neighbours: str = "solved"
+    index: str = "auto"
     concurrency: int = 64
     rpm: float | None = None
     tpm: float | None = None
@@ -231,6 +232,7 @@ class RunSpec:
             gamma=args.gamma,
             seed=args.seed,
             neighbours=args.neighbours,
+            index=args.index,
             concurrency=args.concurrency,
             rpm=args.rpm,
             tpm=args.tpm,
@@ -283,6 +285,7 @@ class RunSpec:
             seed=self.seed,
             method=method,
             neighbours=self.neighbours,
+            index=self.index,
             concurrency=self.concurrency,
             rpm=self.rpm,
             tpm=self.tpm,

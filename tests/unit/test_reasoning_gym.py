@@ -46,8 +46,33 @@ def test_four_hundred_items_balanced_and_interleaved(
     assert items[-1].id == "letter_counting/99"
     assert len({item.id for item in items}) == 400
     for item in items:
-        assert item.question == item.meta["entry"]["question"]
-        assert item.reference == item.meta["entry"]["answer"]
+        entry = suite.entry(item)  # regenerated from the task and the index the item keeps
+        assert item.question == entry["question"]
+        assert item.reference == str(entry["answer"])
+        assert set(item.meta) == {"task", "index"}
+
+
+def test_scoring_on_the_regenerated_entry_is_scoring_on_the_generated_one(
+    suite: ReasoningGymSuite, items: list[Item]
+) -> None:
+    """Items keep no reasoning-gym entry (3 kB each): the scorer regenerates it. Every score
+    must be what the entry generated with the item gives, for references and near misses."""
+    import reasoning_gym
+
+    from ttc.adapters.suites._reasoning_gym import _hard_config
+
+    gen = {t: reasoning_gym.create_dataset(t, **_hard_config(t, 42, 100)) for t in DEFAULT_TASKS}
+    answers = answers_for(suite)
+    for n, item in enumerate(items[::5]):
+        task, index = item.meta["task"], item.meta["index"]
+        original = gen[task][index]
+        wrong = answers.sim_response(item, False, seed=n)
+        for answer in (item.reference, extract_last_boxed(wrong), "garbage"):
+            assert suite.score(item, answer or "") == gen[task].score_answer(answer, original)
+        # An item made elsewhere with its entry in its meta is scored on that entry.
+        given = Item(item.id, item.question, item.reference, {"task": task, "entry": original})
+        assert suite.score(given, item.reference) == 1.0
+        assert suite.entry(given) == original
 
 
 def test_generation_is_deterministic_across_instances(items: list[Item]) -> None:
