@@ -24,7 +24,7 @@ from types import FrameType
 from fakes import FakeSuite
 
 from ttc.adapters import LiveCodeBenchSuite
-from ttc.adapters.sandbox import RunOptions, protections, run_python
+from ttc.adapters.sandbox import RunOptions, SandboxUnavailable, protections, run_python
 from ttc.engine import Item, Verdict
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "lcb_fixture.jsonl"
@@ -88,3 +88,14 @@ class ProbeSuite(FakeSuite):
         if command == "raise":
             raise ValueError("a bug in the judge")
         return Verdict(float(response == item.reference), response)
+
+
+@dataclass
+class NoSandboxSuite(FakeSuite):
+    """A suite whose verifiers cannot be set up: as LiveCodeBench on a node where no sandboxed
+    Python runs."""
+
+    name: str = "no-sandbox"
+
+    def prepare(self) -> None:
+        raise SandboxUnavailable("sandbox: no Python >= 3.10 interpreter runs under the sandbox")

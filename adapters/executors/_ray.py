@@ -137,6 +137,16 @@ def _quiet(name: str) -> Iterator[None]:
         logger.setLevel(level)
 
 
+def _why(exc: BaseException) -> str:
+    """What went wrong in a worker, in a line: the worker's own exception when Ray carries it
+    (a RayTaskError's `cause`), else the last line of Ray's message."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        return f"{type(cause).__name__}: {cause}"
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
 def split(pairs: list[tuple[Item, str]], workers: int) -> list[list[tuple[Item, str]]]:
     """`pairs` in up to `workers` near-equal parts, each of at least `_PART` (one if fewer)."""
     parts = max(1, min(workers, len(pairs) // _PART))
@@ -239,7 +249,7 @@ class RayVerifierPool:
                 raise VerifierError(
                     "a Ray verifier worker could not set the suite up (its class must be "
                     "importable on every node, with ttc installed, and its prepare() must "
-                    f"succeed): {str(exc).strip().splitlines()[0]}"
+                    f"succeed): {_why(exc)}"
                 ) from exc
             self._said(workers)
             self._slots = slots

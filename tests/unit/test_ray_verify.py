@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from ray_probe import PREPARED, ProbeSuite
+from ray_probe import PREPARED, NoSandboxSuite, ProbeSuite
 
 from ttc.adapters.executors import INSTALL, RayVerifierPool
 from ttc.adapters.executors._ray import ATTEMPTS, split
@@ -44,25 +44,34 @@ class Pool:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def ray_pool() -> AsyncIterator[Pool]:
-    # Ray's workers import ray_probe (and fakes) from this folder; a worker inherits the
-    # environment of the Ray that the pool starts.
+    """A local Ray of 3 CPUs started here (a pool uses a Ray its host started as it is), and a
+    pool of 2 workers on it; the third CPU is for a pool that cannot start."""
+    import ray
+
+    # Ray's workers import ray_probe (and fakes) from this folder: they inherit the environment
+    # of the Ray started here. Ray's SIGTERM handler is pytest's business, put back after.
     with pytest.MonkeyPatch.context() as mp:
         path = os.environ.get("PYTHONPATH")
         mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS), path])))
-        logged: list[str] = []
-        handler = logging.Handler(logging.WARNING)
-        handler.emit = lambda record: logged.append(record.getMessage())  # type: ignore[method-assign]
-        logging.getLogger("ttc").addHandler(handler)
-        pool = RayVerifierPool(ProbeSuite(), 2)
-        try:
-            pool.start()
-            await pool.ready()
-        finally:
-            logging.getLogger("ttc").removeHandler(handler)
-        try:
-            yield Pool(pool, logged)
-        finally:
-            await pool.aclose()
+        sigterm = signal.getsignal(signal.SIGTERM)
+        ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        signal.signal(signal.SIGTERM, sigterm)
+    logged: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: logged.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("ttc").addHandler(handler)
+    pool = RayVerifierPool(ProbeSuite(), 2)
+    try:
+        pool.start()
+        await pool.ready()
+    finally:
+        logging.getLogger("ttc").removeHandler(handler)
+    try:
+        yield Pool(pool, logged)
+    finally:
+        await pool.aclose()
+        assert ray.is_initialized()  # a Ray the pool did not start, it leaves running
+        ray.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -282,3 +291,17 @@ async def test_a_batch_that_kills_every_worker_scores_zero_with_the_reason(ray_p
 async def test_a_judge_that_raises_is_an_error_naming_the_item(ray_pool: Pool) -> None:
     with pytest.raises(VerifierError, match=r"raised ValueError.* on item q0"):
         await ray_pool.pool.judge_many([(probe(1)[0], "raise")])
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_worker_without_a_sandbox_stops_the_run_naming_why(ray_pool: Pool) -> None:
+    pool = RayVerifierPool(NoSandboxSuite(), 1)
+    pool.start()
+    try:
+        with pytest.raises(
+            VerifierError, match=r"set the suite up .*: SandboxUnavailable: sandbox"
+        ):
+            await pool.judge_many([(probe(1)[0], "0")])
+    finally:
+        await pool.aclose()
