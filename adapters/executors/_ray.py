@@ -40,7 +40,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,6 +137,15 @@ def _quiet(name: str) -> Iterator[None]:
         logger.setLevel(level)
 
 
+def _settle(future: Future[Any], result: Any, error: BaseException | None) -> None:
+    """`future`'s result or error, unless it was cancelled (its waiter has gone)."""
+    with contextlib.suppress(InvalidStateError):
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+
+
 def _why(exc: BaseException) -> str:
     """What went wrong in a worker, in a line: the worker's own exception when Ray carries it
     (a RayTaskError's `cause`), else the last line of Ray's message."""
@@ -191,19 +200,22 @@ class RayVerifierPool:
     def _host(self) -> None:
         """The thread that connects to Ray and, once the pool closes, disconnects. A local Ray's
         processes die with the thread that started them (Linux's parent-death signal belongs to
-        a thread), so this one lives as long as the pool."""
+        a thread), so this one lives as long as the pool. It stops what it started even when
+        nobody waits for it any more (a second Ctrl-C during the start)."""
         starting, stopped = self._starting, self._stopped
         assert starting is not None
         assert stopped is not None
+        slots: list[_Slot] = []
         try:
-            starting.set_result(self._connect())
+            slots = self._connect()
+            _settle(starting, slots, None)
         except BaseException as exc:
-            starting.set_exception(exc)
+            _settle(starting, None, exc)
         self._closing.wait()
         try:
-            self._stop([] if starting.exception() else starting.result())
+            self._stop(slots)
         finally:
-            stopped.set_result(None)
+            _settle(stopped, None, None)
 
     def _connect(self) -> list[_Slot]:
         ray = self._ray
@@ -238,7 +250,8 @@ class RayVerifierPool:
             self.start()
             assert self._starting is not None
             try:
-                slots = await asyncio.wrap_future(self._starting)
+                # Shielded: a cancelled waiter must not cancel the start (its thread settles it).
+                slots = await asyncio.shield(asyncio.wrap_future(self._starting))
             except ConfigError:
                 raise
             except Exception as exc:
@@ -309,7 +322,7 @@ class RayVerifierPool:
         if self._starting is None or self._stopped is None:
             return
         self._closing.set()
-        await asyncio.wrap_future(self._stopped)
+        await asyncio.shield(asyncio.wrap_future(self._stopped))
         self._starting = self._stopped = None
         self._slots = []
 
