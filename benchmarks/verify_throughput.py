@@ -9,7 +9,7 @@ them; the clock starts once the pool's workers are ready (start-up is reported a
 starting a local Ray and its actors). Prints one JSON line and fails if any verdict is not the
 expected one, or if the two pools' verdicts differ.
 
-    python benchmarks/verify_throughput.py [--code 120] [--math FILE --math-n 400] [--workers 2]
+    python benchmarks/verify_throughput.py [--code 120] [--math FILE --math-n 2000] [--workers 2]
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--code", type=int, default=120, help="code verifications")
     parser.add_argument("--math", type=Path, help="a MATH-500 JSONL file (default: no math)")
-    parser.add_argument("--math-n", type=int, default=400, help="math verifications")
+    parser.add_argument("--math-n", type=int, default=2000, help="math verifications")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batch", type=int, default=8, help="responses per batch")
     line = asyncio.run(run(parser.parse_args()))
