@@ -22,7 +22,7 @@ $(VENV)/.files: FORCE | $(BIN)/python
 	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
 
 $(VENV)/.installed: pyproject.toml $(VENV)/.files | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev,embed]' $(TORCH) --config-settings editable_mode=strict
+	$(BIN)/pip install --quiet -e '.[dev,embed,ray]' $(TORCH) --config-settings editable_mode=strict
 	touch $@
 
 FORCE:

@@ -96,7 +96,7 @@ from ttc.engine._types import (
     Usage,
     Verdict,
 )
-from ttc.engine._verify import VerifierPool
+from ttc.engine._verify import JudgeRaised, VerifierPool, Verifiers, judge_pairs
 from ttc.engine.strategy import (
     Consensus,
     DifficultyAware,
@@ -154,6 +154,7 @@ __all__ = [
     "GroundTruth",
     "Item",
     "Journal",
+    "JudgeRaised",
     "Judged",
     "Landed",
     "LexicalEmbedder",
@@ -206,12 +207,14 @@ __all__ = [
     "Verdict",
     "VerifierError",
     "VerifierPool",
+    "Verifiers",
     "WriteError",
     "ZeroShot",
     "basic_token",
     "completed_samples",
     "decode",
     "items_sha256",
+    "judge_pairs",
     "matched_output_tokens",
     "method_style",
     "parse_json",

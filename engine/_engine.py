@@ -55,7 +55,7 @@ from ttc.engine._state import RoundStats, RunState, count_into
 from ttc.engine._stream import RunEnded, Sink, SolvedWatch, StreamEvent, discard, stream_of
 from ttc.engine._tokens import TokenEstimator
 from ttc.engine._types import Item, Provider, Suite, Usage, require_parts
-from ttc.engine._verify import VerifierPool
+from ttc.engine._verify import VerifierPool, Verifiers
 from ttc.engine._walltime import RunTimer, past_times
 from ttc.engine.strategy._contract import Allotment, DemoPlan
 from ttc.engine.strategy._strategy import preset
@@ -94,7 +94,7 @@ class Engine:
         self.limiter = opts.limiter or Limiter(cfg.rpm, cfg.tpm, cfg.concurrency)
         self.retry = opts.retry or RetryPolicy(max_attempts=cfg.max_attempts)
         self._owns_verifiers = opts.verifiers is None
-        self.verifiers = opts.verifiers or VerifierPool(suite, cfg.verifier_workers)
+        self.verifiers: Verifiers = opts.verifiers or VerifierPool(suite, cfg.verifier_workers)
         # The models besides the policy: `judge` (the reward model), `difficulty` (da).
         self.models = RoleModels(roles or {}, provider, price_for(provider.model, opts.price))
         self.roles = self.models.providers

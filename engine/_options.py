@@ -10,7 +10,7 @@ from ttc.engine._limiter import Limiter
 from ttc.engine._observer import RunObserver
 from ttc.engine._prices import Price
 from ttc.engine._retry import RetryPolicy
-from ttc.engine._verify import VerifierPool
+from ttc.engine._verify import Verifiers
 from ttc.engine.strategy._strategy import Strategy
 
 
@@ -19,19 +19,19 @@ class EngineOptions:
     """The parts a host may hand the engine instead of those it builds from the config.
 
     strategy: the method (default: the config's preset); limiter, retry: the send path's;
-    price: the policy model's (default: the price table's); verifiers: a verifier pool to share
-    between engines (the engine then neither starts nor closes it, unless `run` must start it);
-    observer: watches the run (e.g. the command line's progress line); invocation: how the run
-    was asked for, recorded in config.json; cache: a response cache that answers what the policy
-    and role models were asked before, ahead of any rate-limit slot, and keeps what they answer
-    (the host opens and closes it).
+    price: the policy model's (default: the price table's); verifiers: a verifier pool (local
+    processes, or Ray's) to share between engines (the engine then neither starts nor closes it,
+    unless `run` must start it); observer: watches the run (e.g. the command line's progress
+    line); invocation: how the run was asked for, recorded in config.json; cache: a response
+    cache that answers what the policy and role models were asked before, ahead of any
+    rate-limit slot, and keeps what they answer (the host opens and closes it).
     """
 
     strategy: Strategy | None = None
     limiter: Limiter | None = None
     retry: RetryPolicy | None = None
     price: Price | None = None
-    verifiers: VerifierPool | None = None
+    verifiers: Verifiers | None = None
     observer: RunObserver | None = None
     invocation: dict[str, Any] | None = None
     cache: ResponseCache | None = None

@@ -45,7 +45,7 @@ from ttc.engine._types import (
     Usage,
     Verdict,
 )
-from ttc.engine._verify import VerifierPool
+from ttc.engine._verify import Verifiers
 from ttc.engine.strategy._contract import Allotment, DemoPlan, DemoRef
 from ttc.engine.strategy._judges import Judgement, Noisy, RewardResult, RoleCaller
 
@@ -63,7 +63,7 @@ class RoundContext:
     provider: Provider
     limiter: Limiter
     retry: RetryPolicy
-    verifiers: VerifierPool
+    verifiers: Verifiers
     scorer: RoleCaller | None
     budget: RunBudget
     outputs: TokenEstimator

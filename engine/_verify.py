@@ -14,6 +14,9 @@ the host's to handle, and the host shuts them down.
 A suite's `judge` that raises is a bug in the suite, not a score: the pool raises a
 `VerifierError` naming the item (the traceback goes to the log), and the run stops dispatching;
 samples that landed stay in the journal, to be judged when the run is resumed.
+
+`Verifiers` is what the engine asks of a pool; `VerifierPool` is the local one, and
+`ttc.adapters.RayVerifierPool` judges on Ray with the same `judge_pairs` in each worker.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import traceback
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from typing import Protocol
 
 from ttc.engine._errors import ConfigError, VerifierError
 from ttc.engine._types import Item, Suite, Verdict
@@ -65,7 +69,7 @@ def _install(suite: Suite, parent: int) -> None:
 
 def _judge_many(pairs: list[tuple[Item, str]]) -> list[Verdict]:
     assert _SUITE is not None, "verifier worker was not initialised"
-    return _judge_all(_SUITE, pairs)
+    return judge_pairs(_SUITE, pairs)
 
 
 class JudgeRaised(Exception):
@@ -81,8 +85,18 @@ class JudgeRaised(Exception):
     def __str__(self) -> str:
         return f"on item {self.item}, in the verifier process:\n{self.trace.rstrip()}"
 
+    def failure(self) -> VerifierError:
+        """The error the run stops with (raise it from this one, whose text is the judge's own
+        traceback: the host sees it with the error, and a run's run.log with the failure)."""
+        return VerifierError(
+            f"the suite's judge raised {self.error} on item {self.item}: a judge returns a "
+            "score, 0 for a response it cannot read, and never raises (its traceback is the "
+            "cause below)"
+        )
 
-def _judge_all(suite: Suite, pairs: list[tuple[Item, str]]) -> list[Verdict]:
+
+def judge_pairs(suite: Suite, pairs: list[tuple[Item, str]]) -> list[Verdict]:
+    """`suite.judge` on each pair, in a verifier worker; JudgeRaised if a judge raised."""
     # A judge that raises is a bug in the suite (a response it cannot read scores 0, by its own
     # rule): never a silent 0, but an error naming the item, with the traceback.
     verdicts = []
@@ -92,15 +106,6 @@ def _judge_all(suite: Suite, pairs: list[tuple[Item, str]]) -> list[Verdict]:
         except Exception as exc:
             raise JudgeRaised(item.id, repr(exc), traceback.format_exc()) from None
     return verdicts
-
-
-def _judge_failed(exc: JudgeRaised) -> VerifierError:
-    # Raised from `exc`, whose text is the judge's own traceback: the host sees it with the
-    # error (and a run's run.log with the run's failure).
-    return VerifierError(
-        f"the suite's judge raised {exc.error} on item {exc.item}: a judge returns a score, 0 "
-        "for a response it cannot read, and never raises (its traceback is the cause below)"
-    )
 
 
 def _ready() -> bool:
@@ -138,6 +143,26 @@ def _sigint_ignored() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+class Verifiers(Protocol):
+    """What the engine asks of a verifier pool: `start` (at once, without blocking: workers
+    start in the background), `ready`, `judge_many` and `aclose`; `started` says whether
+    `start` was called (an engine starts, and then closes, a pool it is handed unstarted)."""
+
+    workers: int
+    judged: int
+
+    @property
+    def started(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+    async def ready(self) -> None: ...
+
+    async def judge_many(self, pairs: list[tuple[Item, str]]) -> list[Verdict]: ...
+
+    async def aclose(self) -> None: ...
 
 
 class VerifierPool:
@@ -202,10 +227,10 @@ class VerifierPool:
         self.judged += len(pairs)
         try:
             if self._pool is None:
-                return _judge_all(self.suite, pairs)
+                return judge_pairs(self.suite, pairs)
             return await self._judge_in_workers(pairs)
         except JudgeRaised as exc:
-            raise _judge_failed(exc) from exc
+            raise exc.failure() from exc
 
     async def _judge_in_workers(self, pairs: list[tuple[Item, str]]) -> list[Verdict]:
         await self.ready()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ttc.engine import StopKind, StopReason, redact_argv, withheld
+from ttc.engine import StopKind, StopReason, Verifiers, redact_argv, withheld
 from ttc.engine._config import METHODS
 from ttc.engine._engine import Engine
 from ttc.engine._errors import ConfigError, DataError
@@ -33,6 +33,7 @@ from ttc.engine._rundir import RunDir
 from ttc.engine._runinfo import SIM_NOTE, require_journal, run_begun
 from ttc.engine._state import RunState
 from ttc.engine._types import Item, Suite
+from ttc.engine.cli._executor import verifiers_for
 from ttc.engine.cli._metrics import metrics_served
 from ttc.engine.cli._progress import Progress
 from ttc.engine.cli._spec import RunSpec
@@ -69,6 +70,8 @@ class Session:
     stopping: StopReason | None = None
     # Its live metrics (--metrics-port), which each of its runs counts into.
     metrics: Metrics | None = None
+    # The verifier pool its runs share (--executor ray); None: each engine builds its own.
+    verifiers: Verifiers | None = None
 
     def stop(self, why: str) -> None:
         """Every engine stops dispatching; requests in flight finish and are recorded."""
@@ -103,12 +106,13 @@ async def run_one(
     async with wire(spec, config, suite, items) as wired:
         progress = Progress(live=spec.live)
         invocation = {"argv": redact_argv(spec.argv), "cwd": os.getcwd()}
+        invocation |= spec.executor.describe()
         metrics = session.metrics
         models = {"policy": wired.provider.model} | {r: p.model for r, p in wired.roles.items()}
         observers = [] if metrics is None else [metrics.run_observer(method, models)]
         engine = make_engine(
             config, wired, out=out, resume=resume, progress=progress, invocation=invocation,
-            observers=observers,
+            observers=observers, verifiers=session.verifiers,
         )  # fmt: skip
         if metrics is not None:
             metrics.watch(method, engine.limiter, config.rpm, config.tpm, engine.cache)
@@ -175,7 +179,8 @@ async def cmd_run(spec: RunSpec, session: Session) -> int:
     suite, items = suite_and_items(spec.suite)
     out = out_dir(spec)
     with metrics_served(spec.metrics_port, spec.metrics_addr) as session.metrics:
-        result = await run_one(spec, spec.method, out, suite, items, session, resume=spec.resume)
+        async with verifiers_for(spec.executor, suite, spec.verifier_workers) as session.verifiers:
+            result = await run_one(spec, spec.method, out, suite, items, session, spec.resume)
     print_result(result, f"{spec.method} on {suite.name}", session.engines[-1])
     return stop_code(result.stopped, out)
 
@@ -198,7 +203,8 @@ async def cmd_compare(spec: RunSpec, session: Session) -> int:
         RunLock.of_dir(out),  # one `ttc compare` (or resume) writes it at a time
         metrics_served(spec.metrics_port, spec.metrics_addr) as session.metrics,
     ):
-        return await _compare(spec, session, suite, items, out)
+        async with verifiers_for(spec.executor, suite, spec.verifier_workers) as session.verifiers:
+            return await _compare(spec, session, suite, items, out)
 
 
 async def _compare(

@@ -12,6 +12,7 @@ from ttc import __version__
 from ttc.engine import INDEXES, JUDGES, NEIGHBOUR_MODES, PRESETS
 from ttc.engine._config import POOLS
 from ttc.engine.cli._batchmode import add_batch_flags
+from ttc.engine.cli._executor import add_executor_flags
 from ttc.engine.cli._metrics import add_metrics
 from ttc.engine.cli._provider_flags import add_provider_flags
 from ttc.engine.cli._spec import PROTOCOLS, SUITES
@@ -104,6 +105,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--embed-base-url", help="base URL of the openai/gemini embedder's API")
     add_provider_flags(p)
+    add_executor_flags(p)
     _add_method_flags(p)
     g = p.add_argument_group("budget, cost and cache")
     g.add_argument(

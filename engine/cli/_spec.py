@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ttc.engine import ConfigError, RunConfig, Sampling
 from ttc.engine.cli._batchmode import BatchSpec, batch_spec
+from ttc.engine.cli._executor import ExecutorSpec
 
 SUITES = ("reasoning_gym", "math500", "minerva", "gpqa", "livecodebench", "custom")
 PROVIDERS = ("sim", "openai", "gemini", "anthropic", "azure")
@@ -189,6 +190,8 @@ class RunSpec:
     protocol: str | None = None
     # --batch: the provider's Batch API (None: every request synchronously).
     batch: BatchSpec | None = None
+    # --executor, --ray-address: where responses are verified.
+    executor: ExecutorSpec = field(default_factory=ExecutorSpec)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, argv: Sequence[str] = ()) -> RunSpec:
@@ -267,6 +270,7 @@ class RunSpec:
             argv=tuple(argv),
             protocol=protocol,
             batch=batch_spec(args),
+            executor=ExecutorSpec.from_args(args),
         )
 
     @property

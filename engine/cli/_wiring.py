@@ -32,7 +32,7 @@ from ttc.engine import (
     StopReason,
     Suite,
     Usage,
-    VerifierPool,
+    Verifiers,
     matched_output_tokens,
 )
 from ttc.engine._prices import Price, parse_price
@@ -343,7 +343,7 @@ def make_engine(
     resume: bool,
     progress: Progress,
     invocation: dict[str, Any],
-    verifiers: VerifierPool | None = None,
+    verifiers: Verifiers | None = None,
     observers: Sequence[RunObserver] = (),
 ) -> Engine:
     """The Engine of one run over wired objects; `verifiers`: a pool shared by several runs;
