@@ -4,7 +4,8 @@ loopback HTTP server factory (the fakes themselves are in `fakes.py`)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import socket
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,15 @@ async def huge() -> AsyncIterator[StartHuge]:
     yield start
     for runner in runners:
         await runner.cleanup()
+
+
+@pytest.fixture
+def tcp_listener() -> Iterator[socket.socket]:
+    """A listening TCP socket on 127.0.0.1: a sandboxed program must never reach it (the tests
+    check that nobody connected)."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.setblocking(False)
+    yield srv
+    srv.close()

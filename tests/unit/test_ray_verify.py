@@ -15,7 +15,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -175,17 +175,6 @@ async def test_verdicts_equal_the_process_pools(ray_pool: Pool, lcb: dict[str, I
 
 
 @pytest.fixture
-def server() -> Iterator[socket.socket]:
-    """A listening TCP socket on 127.0.0.1: no program may reach it."""
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    srv.setblocking(False)
-    yield srv
-    srv.close()
-
-
-@pytest.fixture
 def marker(tmp_path: Path) -> Path:
     """A world-readable file of the host, outside the sandbox's root."""
     tmp_path.chmod(0o755)
@@ -236,9 +225,9 @@ def no_connection(srv: socket.socket) -> bool:
 @pytest.mark.slow
 @pytest.mark.asyncio(loop_scope="module")
 async def test_hostile_programs_stay_in_the_sandbox_inside_ray_workers(
-    ray_pool: Pool, server: socket.socket, marker: Path, tmp_path: Path
+    ray_pool: Pool, tcp_listener: socket.socket, marker: Path, tmp_path: Path
 ) -> None:
-    port = server.getsockname()[1]
+    port = tcp_listener.getsockname()[1]
     target = str(tmp_path / "written_by_the_program")
     program = escapes(port, marker, target)
     expected = "blocked\nblocked\nblocked\nblocked\nforked 0\n"
@@ -256,7 +245,7 @@ async def test_hostile_programs_stay_in_the_sandbox_inside_ray_workers(
     assert guarded.score == 1.0, guarded.detail
     if protections()["seccomp"] and protections()["namespaces"]:
         assert kernel.answer == expected, kernel.detail
-    assert no_connection(server)
+    assert no_connection(tcp_listener)
     assert not exists(target)
 
 

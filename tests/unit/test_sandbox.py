@@ -71,17 +71,6 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
-@pytest.fixture
-def server() -> Iterator[socket.socket]:
-    """A listening TCP socket on 127.0.0.1; a test checks that nobody connected."""
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    srv.setblocking(False)
-    yield srv
-    srv.close()
-
-
 def assert_no_connection(srv: socket.socket) -> None:
     try:
         conn, _ = srv.accept()
@@ -301,10 +290,10 @@ def test_writes_outside_the_scratch_directory_fail(
 
 
 @GUARD
-def test_network_connections_never_arrive(server: socket.socket, audit_guard: bool) -> None:
+def test_network_connections_never_arrive(tcp_listener: socket.socket, audit_guard: bool) -> None:
     if not audit_guard and "net" not in protections()["namespaces"]:
         pytest.skip("no network namespace here: only the audit guard blocks the network")
-    port = server.getsockname()[1]
+    port = tcp_listener.getsockname()[1]
     code = (
         "import socket\n"
         "try:\n"
@@ -317,7 +306,7 @@ def test_network_connections_never_arrive(server: socket.socket, audit_guard: bo
     assert result.returncode == 0, result.stderr
     assert "connected" not in result.stdout
     assert "refused" in result.stdout
-    assert_no_connection(server)
+    assert_no_connection(tcp_listener)
 
 
 def test_subprocess_and_ctypes_are_refused() -> None:
@@ -372,14 +361,14 @@ def test_protections_report_this_machine() -> None:
 
 
 def test_without_unshare_the_guard_and_uid_drop_still_hold(
-    monkeypatch: pytest.MonkeyPatch, server: socket.socket, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tcp_listener: socket.socket, tmp_path: Path
 ) -> None:
     setup = _sandbox._make_setup(allow_unshare=False).setup
     assert setup.wrapper == ()
     assert setup.namespaces == ()
     monkeypatch.setattr(_sandbox, "_setup", lambda: setup)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
-    port = server.getsockname()[1]
+    port = tcp_listener.getsockname()[1]
     target = tmp_path / "escaped.txt"
     code = (
         "import os, socket\n"
@@ -397,7 +386,7 @@ def test_without_unshare_the_guard_and_uid_drop_still_hold(
     lines = result.stdout.splitlines()
     assert lines[0] == f"{setup.uid} False"
     assert [line.split()[0] for line in lines[1:]] == ["refused"] * 3, lines
-    assert_no_connection(server)
+    assert_no_connection(tcp_listener)
     assert not target.exists()
     looping = run("while True:\n    pass", timeout_s=1.0, cpu_s=5.0)
     assert looping.killed_reason == "timeout"
@@ -416,10 +405,10 @@ def host_tmp() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def test_subinterpreters_cannot_shed_the_guard(host_tmp: Path, server: socket.socket) -> None:
+def test_subinterpreters_cannot_shed_the_guard(host_tmp: Path, tcp_listener: socket.socket) -> None:
     # Audit hooks belong to one interpreter: a subinterpreter would run without the guard.
     target = host_tmp / "from-subinterpreter"
-    port = server.getsockname()[1]
+    port = tcp_listener.getsockname()[1]
     inner = (
         f"open({str(target)!r}, 'w').write('x')\n"
         f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
@@ -430,7 +419,7 @@ def test_subinterpreters_cannot_shed_the_guard(host_tmp: Path, server: socket.so
     assert "importing _xxsubinterpreters is not allowed" in result.stderr
     assert "escaped" not in result.stdout
     assert not target.exists()
-    assert_no_connection(server)
+    assert_no_connection(tcp_listener)
     for name in ("_xxsubinterpreters", "_interpreters", "_xxinterpchannels", "_interpqueues"):
         assert name in _boot.DENY_IMPORTS
 
