@@ -86,7 +86,7 @@ class Retrieval:
         self._fixed: npt.NDArray[np.int64] | None = None
 
     def sync(self) -> None:
-        """Index every question in the demonstration pool so far (called at round barriers)."""
+        """Index every question in the demonstration pool so far (before each adaptive round)."""
         self.index.add([row for row in self.state.demo_rows() if row not in self.index])
 
     def similar_solved(self, rows: Sequence[int], p: int) -> DemoPlan:
