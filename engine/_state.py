@@ -278,7 +278,7 @@ class RunState:
 
     def has_demo(self, row: int) -> bool:
         """Whether the question is in the demonstration pool (it has a ỹ)."""
-        return self.rules.demo(self.records[row]) is not None
+        return self.demo(row) is not None
 
     def demo_rows(self) -> list[int]:
         demo = self.rules.demo

@@ -168,18 +168,10 @@ class SolvedIndex:
         for start in range(0, len(queries), _CHUNK):
             chunk = queries[start : start + _CHUNK]
             _, ids = self._search(chunk, depth)
-            found = np.where(ids >= 0, labels[np.maximum(ids, 0)], -1)
-            exact = np.einsum(
-                "qd,qcd->qc", self._rows_of(chunk), self._rows_of(np.maximum(found, 0))
-            )
-            for i, q in enumerate(chunk):
-                hits = [
-                    (int(r), float(s))
-                    for r, s in zip(found[i].tolist(), exact[i].tolist(), strict=True)
-                    if r >= 0 and r != q
-                ]
-                hits.sort(key=lambda rs: (-rs[1], rs[0]))
-                out.append(hits[:k])
+            # Padding (id -1) gathers row 0's vector; `_rank` drops it.
+            rows = labels[np.maximum(ids, 0)]
+            exact = np.einsum("qd,qcd->qc", self._rows_of(chunk), self._rows_of(rows))
+            out += [_rank(labels, exact[i], ids[i], q)[:k] for i, q in enumerate(chunk)]
         return out
 
     def _search(
