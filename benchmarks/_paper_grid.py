@@ -35,21 +35,11 @@ from _paper_plan import (
 )
 
 from ttc.adapters import make_embedder
-from ttc.engine import (
-    ConfigError,
-    Embedder,
-    Engine,
-    FloatArray,
-    Item,
-    Provider,
-    RunConfig,
-    StopReason,
-    Suite,
-    VerifierPool,
-    matched_output_tokens,
-    run_begun,
-)
+from ttc.engine import ConfigError, Embedder, Engine, Item, Provider, RunConfig, StopReason, Suite
 from ttc.engine.cli import Progress, make_engine, provider_from, share_warmup, wire
+from ttc.engine.contract import FloatArray
+from ttc.engine.journal import matched_output_tokens
+from ttc.engine.run import VerifierPool, run_begun
 
 # Builds the policy model of one (suite, seed).
 ProviderFactory = Callable[[Suite, Sequence[Item], int], Provider]

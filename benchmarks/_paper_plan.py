@@ -29,8 +29,10 @@ from typing import Any
 import orjson
 
 from ttc.adapters.suites import MIXED_SOURCES, HubUnavailable, MixedSuite, data_source
-from ttc.engine import OPERATIONAL, ConfigError, Item, RunConfig, Sampling, Suite, items_sha256
+from ttc.engine import ConfigError, Item, RunConfig, Sampling, Suite
 from ttc.engine.cli import BatchSpec, ProviderSpec, RunSpec, SuiteSpec, suite_and_items
+from ttc.engine.contract import OPERATIONAL
+from ttc.engine.journal import items_sha256
 from ttc.engine.strategy import preset
 
 REPO = Path(__file__).resolve().parents[1]

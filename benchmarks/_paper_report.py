@@ -21,7 +21,7 @@ from _paper_stats import (
 )
 from _paper_tables import table_json, table_markdown, write_tables
 
-from ttc.engine import PlotLine, method_style, plot_lines, wrap_title
+from ttc.engine.report import PlotLine, method_style, plot_lines, wrap_title
 
 __all__ = [
     "SIM_BANNER",

@@ -24,7 +24,8 @@ import orjson
 from ttc.adapters import OpenAIProvider, ReasoningGymSuite
 from ttc.adapters.providers import OpenAIBatchAPI
 from ttc.adapters.sim import ServeOptions, running_server
-from ttc.engine import Engine, EngineOptions, LexicalEmbedder, Price, RoundStats, RunConfig, Usage
+from ttc.engine import Engine, EngineOptions, Price, RoundStats, RunConfig, Usage
+from ttc.retrieval import LexicalEmbedder
 
 
 def total(rounds: Sequence[RoundStats]) -> Usage:

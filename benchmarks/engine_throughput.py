@@ -20,7 +20,8 @@ from pathlib import Path
 import orjson
 
 from ttc.adapters import ReasoningGymSuite, SimConfig, SimProvider
-from ttc.engine import Engine, Message, Request, RunConfig, Sampling, sample_seed
+from ttc.engine import Engine, Message, Request, RunConfig, Sampling
+from ttc.engine.contract import sample_seed
 
 
 async def engine_rate(args: argparse.Namespace, out: Path) -> tuple[int, float, float]:

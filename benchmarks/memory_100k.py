@@ -47,7 +47,8 @@ from typing import Any
 import orjson
 
 from ttc.adapters import LexicalEmbedder, ReasoningGymSuite, SimConfig, SimProvider
-from ttc.engine import INDEXES, Engine, FloatArray, Item, RunConfig, RunResult
+from ttc.engine import Engine, Item, RunConfig, RunResult
+from ttc.engine.contract import INDEXES, FloatArray
 
 TASKS = ("decimal_arithmetic", "letter_counting")
 # The targets set for this 2-core machine: 100,000 questions in 1 GB and 10 minutes, a million in

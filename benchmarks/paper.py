@@ -54,8 +54,9 @@ from _paper_report import SIM_BANNER, Run, by_suite, write_figures, write_tables
 from _paper_shapes import cross_model
 
 from ttc.adapters import SimProvider
-from ttc.engine import METHODS, PRESETS, ConfigError, DataError, Item, Sampling, items_sha256
+from ttc.engine import METHODS, PRESETS, ConfigError, DataError, Item, Sampling
 from ttc.engine.cli import SuiteSpec, add_batch_flags, batch_spec, parse_limit, suite_and_items
+from ttc.engine.journal import items_sha256
 
 SUITES = ("reasoning_gym", "math500", "minerva", "gpqa", "livecodebench")
 # Named with --suites only: the failure-mode test set of Table 7 (LiveCodeBench, MATH-500, GPQA).

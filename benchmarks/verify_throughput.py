@@ -26,7 +26,8 @@ import orjson
 from ttc.adapters import LiveCodeBenchSuite, MathSuite
 from ttc.adapters.executors import RayVerifierPool
 from ttc.adapters.sim import answers_for
-from ttc.engine import Item, Suite, Verdict, VerifierPool, Verifiers
+from ttc.engine import Item, Suite, Verdict, Verifiers
+from ttc.engine.run import VerifierPool
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "data" / "lcb_fixture.jsonl"
 Case = tuple[Item, str, float]  # a response and the score it must get

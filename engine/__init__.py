@@ -1,177 +1,175 @@
-"""The engine: the contract (types, errors), the run loop, state, limiter, retries, verifier pool,
-journal and cache. It imports nothing from `ttc.adapters`; the CLI (`ttc.engine.cli`) wires them in.
+"""ttc's engine as a library: the Engine and its options, the observer and the stream's events,
+what a run returns, the contract adapters implement (values, Provider, Suite, Embedder, BatchAPI,
+Verifiers), the error tree and the paper's presets.
+
+These names are the curated public API; each sub-package (`contract`, `send`, `journal`,
+`strategy`, `run`, `report`) exports more for adapter authors and tools. The names are loaded on
+first use, so importing `ttc.engine.contract` (as every adapter and `ttc.retrieval` do) does not
+pull in the whole run loop, and `ttc.retrieval` can import the contract while `run` imports it.
 """
 
-from ttc.engine._batch import BatchAPI, BatchResult, BatchStatus
-from ttc.engine._batch_events import BatchCreated, BatchFileUploaded, BatchUpdated
-from ttc.engine._budget import FAILURE_STREAK, PROVIDER_STOP, StopKind, StopReason
-from ttc.engine._cache import CachingProvider, ProviderCache, ResponseCache
-from ttc.engine._config import (
-    INDEXES,
-    JUDGES,
-    METHODS,
-    NEIGHBOUR_MODES,
-    OPERATIONAL,
-    PRESETS,
-    RunConfig,
-)
-from ttc.engine._engine import Engine
-from ttc.engine._errors import (
-    BadRequest,
-    ConfigError,
-    DataError,
-    Fatal,
-    ProviderError,
-    RateLimited,
-    ResponseTooLarge,
-    Transient,
-    TtcError,
-    VerifierError,
-    WriteError,
-)
-from ttc.engine._events import (
-    DifficultyRated,
-    Event,
-    Judged,
-    LimiterSampled,
-    Rated,
-    Retried,
-    RoundEnded,
-    RunStarted,
-    SampleFailed,
-    SampleLanded,
-)
-from ttc.engine._journal import (
-    Journal,
-    Landed,
-    completed_samples,
-    decode,
-    read_events,
-    read_journal,
-)
-from ttc.engine._lexical import LexicalEmbedder
-from ttc.engine._limiter import Limiter
-from ttc.engine._observer import RunObserver
-from ttc.engine._options import EngineOptions
-from ttc.engine._plots import (
-    METHOD_STYLES,
-    MethodStyle,
-    PlotLine,
-    method_style,
-    plot_lines,
-    wrap_title,
-)
-from ttc.engine._prices import Price
-from ttc.engine._records import parse_json, read_bytes, read_json, read_jsonl
-from ttc.engine._result import RunResult
-from ttc.engine._retry import RetryPolicy
-from ttc.engine._rundir import items_sha256, matched_output_tokens
-from ttc.engine._runinfo import SIM_NOTE, run_begun
-from ttc.engine._secrets import (
-    REDACTED,
-    URL_REDACTED,
-    basic_token,
-    redact,
-    redact_argv,
-    redact_json,
-    redact_url,
-    url_credentials,
-    withheld,
-)
-from ttc.engine._state import QuestionRecord, RoundStats, RunState, sample_seed
-from ttc.engine._stream import QuestionGaveUp, QuestionSolved, RunEnded, StreamEvent
-from ttc.engine._tokens import MAX_RESPONSE_TOKENS, TokenEstimator, text_tokens, token_count
-from ttc.engine._types import (
-    Completion,
-    Demo,
-    Embedder,
-    FloatArray,
-    Item,
-    Message,
-    Provider,
-    RateInfo,
-    Request,
-    Sampling,
-    Suite,
-    Usage,
-    Verdict,
-)
-from ttc.engine._verify import JudgeRaised, VerifierPool, Verifiers, judge_pairs
-from ttc.engine.strategy import (
-    Consensus,
-    DifficultyAware,
-    Elimination,
-    FixedDemos,
-    GroundTruth,
-    Noisy,
-    RandomICL,
-    RewardModel,
-    SimilarICL,
-    Strategy,
-    TemperatureSchedule,
-    Uniform,
-    ZeroShot,
-    preset,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each public name, and the sub-package it is loaded from.
+_HOMES: dict[str, str] = {
+    "BadRequest": "ttc.engine.contract",
+    "BatchAPI": "ttc.engine.contract",
+    "Completion": "ttc.engine.contract",
+    "ConfigError": "ttc.engine.contract",
+    "DataError": "ttc.engine.contract",
+    "Demo": "ttc.engine.contract",
+    "Embedder": "ttc.engine.contract",
+    "Fatal": "ttc.engine.contract",
+    "Item": "ttc.engine.contract",
+    "METHODS": "ttc.engine.contract",
+    "Message": "ttc.engine.contract",
+    "PRESETS": "ttc.engine.contract",
+    "Provider": "ttc.engine.contract",
+    "ProviderError": "ttc.engine.contract",
+    "QuestionRecord": "ttc.engine.contract",
+    "RateInfo": "ttc.engine.contract",
+    "RateLimited": "ttc.engine.contract",
+    "Request": "ttc.engine.contract",
+    "ResponseTooLarge": "ttc.engine.contract",
+    "RoundStats": "ttc.engine.contract",
+    "RunConfig": "ttc.engine.contract",
+    "RunState": "ttc.engine.contract",
+    "Sampling": "ttc.engine.contract",
+    "Suite": "ttc.engine.contract",
+    "Transient": "ttc.engine.contract",
+    "TtcError": "ttc.engine.contract",
+    "Usage": "ttc.engine.contract",
+    "Verdict": "ttc.engine.contract",
+    "VerifierError": "ttc.engine.contract",
+    "WriteError": "ttc.engine.contract",
+    "BatchCreated": "ttc.engine.journal",
+    "BatchFileUploaded": "ttc.engine.journal",
+    "BatchUpdated": "ttc.engine.journal",
+    "DifficultyRated": "ttc.engine.journal",
+    "Event": "ttc.engine.journal",
+    "Judged": "ttc.engine.journal",
+    "LimiterSampled": "ttc.engine.journal",
+    "Rated": "ttc.engine.journal",
+    "Retried": "ttc.engine.journal",
+    "RoundEnded": "ttc.engine.journal",
+    "RunStarted": "ttc.engine.journal",
+    "SampleFailed": "ttc.engine.journal",
+    "SampleLanded": "ttc.engine.journal",
+    "Engine": "ttc.engine.run",
+    "EngineOptions": "ttc.engine.run",
+    "QuestionGaveUp": "ttc.engine.run",
+    "QuestionSolved": "ttc.engine.run",
+    "RunEnded": "ttc.engine.run",
+    "RunObserver": "ttc.engine.run",
+    "RunResult": "ttc.engine.run",
+    "StopKind": "ttc.engine.run",
+    "StopReason": "ttc.engine.run",
+    "StreamEvent": "ttc.engine.run",
+    "Verifiers": "ttc.engine.run",
+    "Limiter": "ttc.engine.send",
+    "Price": "ttc.engine.send",
+    "ResponseCache": "ttc.engine.send",
+    "RetryPolicy": "ttc.engine.send",
+    "Strategy": "ttc.engine.strategy",
+    "preset": "ttc.engine.strategy",
+}
+
+if TYPE_CHECKING:
+    from ttc.engine.contract import (
+        METHODS,
+        PRESETS,
+        BadRequest,
+        BatchAPI,
+        Completion,
+        ConfigError,
+        DataError,
+        Demo,
+        Embedder,
+        Fatal,
+        Item,
+        Message,
+        Provider,
+        ProviderError,
+        QuestionRecord,
+        RateInfo,
+        RateLimited,
+        Request,
+        ResponseTooLarge,
+        RoundStats,
+        RunConfig,
+        RunState,
+        Sampling,
+        Suite,
+        Transient,
+        TtcError,
+        Usage,
+        Verdict,
+        VerifierError,
+        WriteError,
+    )
+    from ttc.engine.journal import (
+        BatchCreated,
+        BatchFileUploaded,
+        BatchUpdated,
+        DifficultyRated,
+        Event,
+        Judged,
+        LimiterSampled,
+        Rated,
+        Retried,
+        RoundEnded,
+        RunStarted,
+        SampleFailed,
+        SampleLanded,
+    )
+    from ttc.engine.run import (
+        Engine,
+        EngineOptions,
+        QuestionGaveUp,
+        QuestionSolved,
+        RunEnded,
+        RunObserver,
+        RunResult,
+        StopKind,
+        StopReason,
+        StreamEvent,
+        Verifiers,
+    )
+    from ttc.engine.send import Limiter, Price, ResponseCache, RetryPolicy
+    from ttc.engine.strategy import Strategy, preset
 
 __all__ = [
-    "FAILURE_STREAK",
-    "INDEXES",
-    "JUDGES",
-    "MAX_RESPONSE_TOKENS",
     "METHODS",
-    "METHOD_STYLES",
-    "NEIGHBOUR_MODES",
-    "OPERATIONAL",
     "PRESETS",
-    "PROVIDER_STOP",
-    "REDACTED",
-    "SIM_NOTE",
-    "URL_REDACTED",
     "BadRequest",
     "BatchAPI",
     "BatchCreated",
     "BatchFileUploaded",
-    "BatchResult",
-    "BatchStatus",
     "BatchUpdated",
-    "CachingProvider",
     "Completion",
     "ConfigError",
-    "Consensus",
     "DataError",
     "Demo",
-    "DifficultyAware",
     "DifficultyRated",
-    "Elimination",
     "Embedder",
     "Engine",
     "EngineOptions",
     "Event",
     "Fatal",
-    "FixedDemos",
-    "FloatArray",
-    "GroundTruth",
     "Item",
-    "Journal",
-    "JudgeRaised",
     "Judged",
-    "Landed",
-    "LexicalEmbedder",
     "Limiter",
     "LimiterSampled",
     "Message",
-    "MethodStyle",
-    "Noisy",
-    "PlotLine",
     "Price",
     "Provider",
-    "ProviderCache",
     "ProviderError",
     "QuestionGaveUp",
     "QuestionRecord",
     "QuestionSolved",
-    "RandomICL",
     "RateInfo",
     "RateLimited",
     "Rated",
@@ -180,7 +178,6 @@ __all__ = [
     "ResponseTooLarge",
     "Retried",
     "RetryPolicy",
-    "RewardModel",
     "RoundEnded",
     "RoundStats",
     "RunConfig",
@@ -192,48 +189,30 @@ __all__ = [
     "SampleFailed",
     "SampleLanded",
     "Sampling",
-    "SimilarICL",
     "StopKind",
     "StopReason",
     "Strategy",
     "StreamEvent",
     "Suite",
-    "TemperatureSchedule",
-    "TokenEstimator",
     "Transient",
     "TtcError",
-    "Uniform",
     "Usage",
     "Verdict",
     "VerifierError",
-    "VerifierPool",
     "Verifiers",
     "WriteError",
-    "ZeroShot",
-    "basic_token",
-    "completed_samples",
-    "decode",
-    "items_sha256",
-    "judge_pairs",
-    "matched_output_tokens",
-    "method_style",
-    "parse_json",
-    "plot_lines",
     "preset",
-    "read_bytes",
-    "read_events",
-    "read_journal",
-    "read_json",
-    "read_jsonl",
-    "redact",
-    "redact_argv",
-    "redact_json",
-    "redact_url",
-    "run_begun",
-    "sample_seed",
-    "text_tokens",
-    "token_count",
-    "url_credentials",
-    "withheld",
-    "wrap_title",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'ttc.engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -14,13 +14,11 @@ import os
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
-if TYPE_CHECKING:
-    # Annotations only: at run time ttc.engine imports this package, not the reverse.
-    from ttc.engine import Embedder, FloatArray
+from ttc.engine.contract import Embedder, FloatArray
 
 _log = logging.getLogger(__name__)
 

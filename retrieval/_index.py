@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
 
 import faiss
 import numpy as np
 import numpy.typing as npt
 
+from ttc.engine.contract import FloatArray
 from ttc.retrieval._kinds import IndexSpec, new_index, train_rows
-
-if TYPE_CHECKING:
-    # Annotations only: at run time ttc.engine imports this package, not the reverse.
-    from ttc.engine import FloatArray
 
 Neighbours = list[tuple[int, float]]
 

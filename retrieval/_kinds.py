@@ -26,7 +26,10 @@ from typing import Any
 
 import faiss
 
-KINDS = ("auto", "flat", "ivf", "hnsw")
+from ttc.engine.contract import INDEXES
+
+# The kinds `--index` takes; the config checks them before any work (`RunConfig.index`).
+KINDS = INDEXES
 # `auto` searches exactly up to this many questions (100,000 questions: an exact adaptive round
 # over them takes seconds here), approximately above.
 EXACT_UP_TO = 100_000

@@ -19,7 +19,7 @@ from ttc.retrieval._kinds import IndexSpec
 
 if TYPE_CHECKING:
     # Annotations only: at run time ttc.engine imports this package, not the reverse.
-    from ttc.engine import FloatArray
+    from ttc.engine.contract import FloatArray
 
 
 def similar_solved(index: SolvedIndex, query_rows: Sequence[int], p: int) -> dict[int, Neighbours]:

@@ -23,7 +23,6 @@ from ttc.adapters.suites._templates import adaptive_prompt, warmup_prompt
 from ttc.engine import (
     Completion,
     Demo,
-    FloatArray,
     Item,
     Provider,
     ProviderError,
@@ -32,6 +31,7 @@ from ttc.engine import (
     Usage,
     Verdict,
 )
+from ttc.engine.contract import FloatArray
 
 
 def items(n: int) -> list[Item]:

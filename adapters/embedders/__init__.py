@@ -3,7 +3,7 @@
 from ttc.adapters.embedders._embedders import make_embedder
 from ttc.adapters.embedders._minilm import MiniLMEmbedder, minilm_available
 from ttc.adapters.embedders._remote_embed import EmbedOptions, GeminiEmbedder, OpenAIEmbedder
-from ttc.engine import LexicalEmbedder
+from ttc.retrieval import LexicalEmbedder
 
 __all__ = [
     "EmbedOptions",

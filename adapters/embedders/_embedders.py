@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 
 from ttc.adapters.embedders._minilm import MiniLMEmbedder, minilm_available
-from ttc.engine import ConfigError, Embedder, LexicalEmbedder
+from ttc.engine import ConfigError, Embedder
+from ttc.retrieval import LexicalEmbedder
 
 __all__ = ["EMBEDDERS", "INSTALL_HINT", "make_embedder"]
 

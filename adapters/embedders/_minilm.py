@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ttc.engine import FloatArray
+from ttc.engine.contract import FloatArray
 
 __all__ = ["MiniLMEmbedder", "minilm_available"]
 

@@ -47,15 +47,9 @@ from ttc.adapters.providers._http import (
     require_env_name,
     status_error,
 )
-from ttc.engine import (
-    ConfigError,
-    Fatal,
-    FloatArray,
-    ProviderError,
-    RetryPolicy,
-    Transient,
-    url_credentials,
-)
+from ttc.engine import ConfigError, Fatal, ProviderError, RetryPolicy, Transient
+from ttc.engine._util import url_credentials
+from ttc.engine.contract import FloatArray
 
 if TYPE_CHECKING:
     import openai

@@ -44,7 +44,8 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any
 
-from ttc.engine import ConfigError, Item, JudgeRaised, Suite, Verdict, VerifierError, judge_pairs
+from ttc.engine import ConfigError, Item, Suite, Verdict, VerifierError
+from ttc.engine.run import JudgeRaised, judge_pairs
 
 __all__ = ["ATTEMPTS", "INSTALL", "RayVerifierPool"]
 

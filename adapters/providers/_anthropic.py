@@ -57,8 +57,8 @@ from ttc.engine import (
     Sampling,
     Transient,
     Usage,
-    text_tokens,
 )
+from ttc.engine.send import text_tokens
 
 __all__ = ["ANTHROPIC_BASE_URL", "ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "AnthropicProvider"]
 

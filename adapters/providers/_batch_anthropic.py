@@ -45,24 +45,25 @@ import orjson
 from ttc.adapters.providers._anthropic import AnthropicProvider
 from ttc.adapters.providers._anthropic_errors import anthropic_error
 from ttc.adapters.providers._transport import sdk_errors
-from ttc.engine import (
-    BatchAPI,
-    BatchResult,
-    BatchStatus,
-    ConfigError,
-    ProviderError,
-    Request,
-    Transient,
-)
+from ttc.engine import BatchAPI, ConfigError, ProviderError, Request, Transient
+from ttc.engine.contract import BatchResult, BatchStatus
 
 __all__ = ["AnthropicBatchAPI"]
 
 log = logging.getLogger("ttc")
 
-_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
-           "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
-           "rate_limit_error": 429, "api_error": 500, "timeout_error": 504,
-           "overloaded_error": 529}  # fmt: skip
+_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
 _UNDONE = {"canceled": "cancelled", "expired": "expired"}
 _FIND_PAGES = 10
 _MAX_ID = 64
@@ -87,8 +88,13 @@ class AnthropicBatchAPI(BatchAPI):
     # 256 MB a batch, less room for the create call's wrapping and the tags' marks.
     max_bytes = 250 * 1000 * 1000
 
-    def __init__(self, provider: AnthropicProvider, *, fallback_sync: bool = False,
-                 poll_s: tuple[float, float] = (1.0, 60.0)) -> None:  # fmt: skip
+    def __init__(
+        self,
+        provider: AnthropicProvider,
+        *,
+        fallback_sync: bool = False,
+        poll_s: tuple[float, float] = (1.0, 60.0),
+    ) -> None:
         self.provider = provider
         self.fallback_sync = fallback_sync
         self.poll_s = poll_s
@@ -130,8 +136,7 @@ class AnthropicBatchAPI(BatchAPI):
         requests: list[Any] = []
         for raw in self._inline[file_id]:
             line = orjson.loads(raw)
-            requests.append({"custom_id": f"{line['custom_id']}_{mark}",
-                             "params": line["params"]})  # fmt: skip
+            requests.append({"custom_id": f"{line['custom_id']}_{mark}", "params": line["params"]})
         with self._translate():
             batch = await self._client.messages.batches.create(requests=requests)
         self._inline.pop(file_id, None)
@@ -156,8 +161,13 @@ class AnthropicBatchAPI(BatchAPI):
                     break
                 page = await page.get_next_page()
         if running:
-            log.info("%s: %d batches in progress may hold tag %s (their requests are known only "
-                     "once they end): waiting for them", self.name, len(running), tag)  # fmt: skip
+            log.info(
+                "%s: %d batches in progress may hold tag %s (their requests are known only "
+                "once they end): waiting for them",
+                self.name,
+                len(running),
+                tag,
+            )
         return await self._await_running(running, mark)
 
     async def _await_running(self, running: list[str], mark: str) -> BatchStatus | None:

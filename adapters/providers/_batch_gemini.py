@@ -33,16 +33,8 @@ import orjson
 
 from ttc.adapters.providers._gemini import GeminiProvider
 from ttc.adapters.providers._http import redact
-from ttc.engine import (
-    BadRequest,
-    BatchAPI,
-    BatchResult,
-    BatchStatus,
-    Message,
-    ProviderError,
-    Request,
-    Transient,
-)
+from ttc.engine import BadRequest, BatchAPI, Message, ProviderError, Request, Transient
+from ttc.engine.contract import BatchResult, BatchStatus
 
 __all__ = ["GeminiBatchAPI"]
 
@@ -68,8 +60,13 @@ class GeminiBatchAPI(BatchAPI):
     max_bytes = 2 * 1024 * 1024 * 1024
     inline_bytes = 19 * 1024 * 1024
 
-    def __init__(self, provider: GeminiProvider, *, fallback_sync: bool = False,
-                 poll_s: tuple[float, float] = (1.0, 60.0)) -> None:  # fmt: skip
+    def __init__(
+        self,
+        provider: GeminiProvider,
+        *,
+        fallback_sync: bool = False,
+        poll_s: tuple[float, float] = (1.0, 60.0),
+    ) -> None:
         self.provider = provider
         self.fallback_sync = fallback_sync
         self.poll_s = poll_s
@@ -207,8 +204,9 @@ class GeminiBatchAPI(BatchAPI):
     def _result(self, key: str, answer: Any, request: Request) -> BatchResult:
         if answer.error is not None or answer.response is None:
             code = int(getattr(answer.error, "code", 0) or 0)
-            said = redact(str(getattr(answer.error, "message", "") or "no response"),
-                          self.provider._secrets)  # fmt: skip
+            said = redact(
+                str(getattr(answer.error, "message", "") or "no response"), self.provider._secrets
+            )
             message = f"{self.provider.name} batch: {code or ''} {said}".strip()
             if 400 <= code < 500 and code != 429:
                 return BatchResult(key, None, BadRequest(message), "failed")

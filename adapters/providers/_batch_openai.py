@@ -36,16 +36,9 @@ import orjson
 from ttc.adapters.providers._http import redact, status_error
 from ttc.adapters.providers._openai import OpenAIProvider
 from ttc.adapters.providers._transport import sdk_errors
-from ttc.engine import (
-    BadRequest,
-    BatchAPI,
-    BatchResult,
-    BatchStatus,
-    ProviderError,
-    Request,
-    Transient,
-    redact_json,
-)
+from ttc.engine import BadRequest, BatchAPI, ProviderError, Request, Transient
+from ttc.engine._util import redact_json
+from ttc.engine.contract import BatchResult, BatchStatus
 
 __all__ = ["OpenAIBatchAPI"]
 
@@ -62,8 +55,13 @@ class OpenAIBatchAPI(BatchAPI):
 
     name = "openai-batch"
 
-    def __init__(self, provider: OpenAIProvider, *, fallback_sync: bool = False,
-                 poll_s: tuple[float, float] = (1.0, 60.0)) -> None:  # fmt: skip
+    def __init__(
+        self,
+        provider: OpenAIProvider,
+        *,
+        fallback_sync: bool = False,
+        poll_s: tuple[float, float] = (1.0, 60.0),
+    ) -> None:
         self.provider = provider
         self.fallback_sync = fallback_sync
         self.poll_s = poll_s
@@ -84,8 +82,12 @@ class OpenAIBatchAPI(BatchAPI):
 
     def encode(self, custom_id: str, request: Request) -> bytes:
         """The synchronous path's body, as a Batch input line."""
-        line = {"custom_id": custom_id, "method": "POST", "url": _ENDPOINT,
-                "body": self.provider._body(request)}  # fmt: skip
+        line = {
+            "custom_id": custom_id,
+            "method": "POST",
+            "url": _ENDPOINT,
+            "body": self.provider._body(request),
+        }
         return orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
 
     async def upload(self, data: bytes, name: str) -> str:

@@ -126,8 +126,11 @@ def capped_http_client(cap: int, who: str) -> httpx2.Client:
             finally:
                 response.close()
             # The body is decoded: a new response, without the encoding it came in.
-            headers = [(k, v) for k, v in response.headers.multi_items()
-                       if k.lower() not in ("content-encoding", "content-length")]  # fmt: skip
+            headers = [
+                (k, v)
+                for k, v in response.headers.multi_items()
+                if k.lower() not in ("content-encoding", "content-length")
+            ]
             return httpx2.Response(
                 response.status_code,
                 headers=headers,

@@ -15,7 +15,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import aiohttp
 
 from ttc.adapters.providers._capped import MAX_RESPONSE_BYTES, capped_response, check_cap
-from ttc.engine import ConfigError, basic_token, redact_url, url_credentials
+from ttc.engine import ConfigError
+from ttc.engine._util import basic_token, redact_url, url_credentials
 
 __all__ = ["BaseURL", "Connection", "check_provider"]
 

@@ -74,8 +74,8 @@ from ttc.engine import (
     Request,
     Transient,
     Usage,
-    url_credentials,
 )
+from ttc.engine._util import url_credentials
 
 if TYPE_CHECKING:
     from google import genai

@@ -53,8 +53,8 @@ from ttc.engine import (
     RateInfo,
     RateLimited,
     Transient,
-    redact,
 )
+from ttc.engine._util import redact
 
 __all__ = [
     "NOT_AN_ENV_NAME",

@@ -61,17 +61,8 @@ from ttc.adapters.providers._usage import (
     cached_input,
     prompt_tokens,
 )
-from ttc.engine import (
-    BadRequest,
-    Completion,
-    Fatal,
-    Provider,
-    RateInfo,
-    Request,
-    Transient,
-    Usage,
-    redact_json,
-)
+from ttc.engine import BadRequest, Completion, Fatal, Provider, RateInfo, Request, Transient, Usage
+from ttc.engine._util import redact_json
 
 __all__ = ["OpenAIProvider"]
 

@@ -49,8 +49,13 @@ __all__ = ["Replica", "ReplicasProvider", "openai_replicas"]
 log = logging.getLogger("ttc")
 
 # What says a replica is not there (a transport failure), as the adapter's Transient's cause.
-_GONE = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, ConnectionError,
-         asyncio.IncompleteReadError, TimeoutError)  # fmt: skip
+_GONE = (
+    aiohttp.ClientConnectionError,
+    aiohttp.ClientPayloadError,
+    ConnectionError,
+    asyncio.IncompleteReadError,
+    TimeoutError,
+)
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -184,19 +189,29 @@ class ReplicasProvider(Provider):
             log.warning(
                 "%s: replica %s is down after %d failures in a row (%s); its requests go to "
                 "the others, and it is probed again in %gs",
-                self.name, replica.url, replica.failures, exc, wait,
-            )  # fmt: skip
+                self.name,
+                replica.url,
+                replica.failures,
+                exc,
+                wait,
+            )
         replica.downs += 1
         replica.down_until = time.monotonic() + wait
 
     def status(self) -> list[dict[str, Any]]:
         """Each replica: where, requests routed and answered, in flight, and whether down."""
         return [
-            {"url": r.url, "sent": r.sent, "answered": r.answered, "in_flight": r.in_flight,
-             "max_in_flight": r.max_in_flight, "down": r.down,
-             "concurrency_cap": r.limiter.concurrency_cap}
+            {
+                "url": r.url,
+                "sent": r.sent,
+                "answered": r.answered,
+                "in_flight": r.in_flight,
+                "max_in_flight": r.max_in_flight,
+                "down": r.down,
+                "concurrency_cap": r.limiter.concurrency_cap,
+            }
             for r in self.replicas
-        ]  # fmt: skip
+        ]
 
     async def aclose(self) -> None:
         for replica in self.replicas:

@@ -11,7 +11,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from ttc.engine import Fatal, ProviderError, Transient, redact
+from ttc.engine import Fatal, ProviderError, Transient
+from ttc.engine._util import redact
 
 __all__ = ["sdk_errors", "transport_errors"]
 

@@ -15,7 +15,8 @@ import logging
 from collections.abc import Sequence
 
 from ttc.adapters.providers._http import Secrets, redact
-from ttc.engine import Message, text_tokens, token_count
+from ttc.engine import Message
+from ttc.engine.send import text_tokens, token_count
 
 __all__ = ["MISSING", "UsageReader", "answer_tokens", "cached_input", "prompt_tokens"]
 

@@ -20,7 +20,8 @@ from ttc.adapters.sim._promptmap import PromptMap
 from ttc.adapters.sim._prose import prose, stable_hash
 from ttc.adapters.sim._sim import SimConfig, SimProvider
 from ttc.adapters.sim._wire import Call, estimate_tokens
-from ttc.engine import Completion, Item, LexicalEmbedder, Request, Suite, Usage
+from ttc.engine import Completion, Item, Request, Suite, Usage
+from ttc.retrieval import LexicalEmbedder
 
 __all__ = ["Answerer"]
 

@@ -85,8 +85,15 @@ class _Job:
 class AnthropicBatches:
     """The Message Batches, in memory, and their routes (`handle`)."""
 
-    def __init__(self, delay_s: float, fail: float, expire: float, seed: int,
-                 stats: BatchStats, answer: Answer) -> None:  # fmt: skip
+    def __init__(
+        self,
+        delay_s: float,
+        fail: float,
+        expire: float,
+        seed: int,
+        stats: BatchStats,
+        answer: Answer,
+    ) -> None:
         self.delay_s, self.fail, self.expire, self.seed = delay_s, fail, expire, seed
         self.stats = stats
         self.jobs: dict[str, _Job] = {}
@@ -163,9 +170,12 @@ class AnthropicBatches:
         for i in page:
             await self._advance(self.jobs[i])
             data.append(self._object(self.jobs[i], origin))
-        return {"data": data, "has_more": more,
-                "first_id": page[0] if page else None,
-                "last_id": page[-1] if page else None}  # fmt: skip
+        return {
+            "data": data,
+            "has_more": more,
+            "first_id": page[0] if page else None,
+            "last_id": page[-1] if page else None,
+        }
 
     async def _cancel(self, job: _Job) -> None:
         record = job.record
@@ -225,8 +235,9 @@ class AnthropicBatches:
         record = job.record
         ended = record.final
         counts = {name: job.counts[name] if ended else 0 for name in _COUNTS}
-        status = "ended" if ended else "canceling" if record.status == "cancelling" else (
-            "in_progress")  # fmt: skip
+        status = (
+            "ended" if ended else "canceling" if record.status == "cancelling" else ("in_progress")
+        )
         end = record.times.get(f"{record.status}_at")
         cancel = record.times.get("cancel_initiated_at")
         return {

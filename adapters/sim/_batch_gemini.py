@@ -40,8 +40,14 @@ __all__ = ["GeminiBatches"]
 # One request's body (a GenerateContentRequest) and its model: (status, response or error).
 Answer = Callable[[dict[str, Any], str], Awaitable[tuple[int, dict[str, Any]]]]
 
-_STATES = {"validating": "PENDING", "in_progress": "RUNNING", "completed": "SUCCEEDED",
-           "failed": "FAILED", "cancelled": "CANCELLED", "expired": "EXPIRED"}  # fmt: skip
+_STATES = {
+    "validating": "PENDING",
+    "in_progress": "RUNNING",
+    "completed": "SUCCEEDED",
+    "failed": "FAILED",
+    "cancelled": "CANCELLED",
+    "expired": "EXPIRED",
+}
 _MAX_INLINE = 20 * 1024 * 1024
 
 
@@ -60,8 +66,9 @@ class _Job:
 class GeminiBatches:
     """The batch operations of Gemini's Developer API, in memory."""
 
-    def __init__(self, delay_s: float, fail: float, expire: float, seed: int,
-                 stats: BatchStats) -> None:  # fmt: skip
+    def __init__(
+        self, delay_s: float, fail: float, expire: float, seed: int, stats: BatchStats
+    ) -> None:
         self.delay_s, self.fail, self.expire, self.seed = delay_s, fail, expire, seed
         self.jobs: dict[str, _Job] = {}
         self.stats = stats
@@ -80,8 +87,9 @@ class GeminiBatches:
         if not all(isinstance(r, dict) and isinstance(r.get("request"), dict) for r in requests):
             raise Invalid("batch.inputConfig.requests.requests[]: each needs a request object")
         number = len(self.jobs) + 1
-        record = BatchRecord(f"batches/sim{number:012d}", str(file_name or ""),
-                             "generateContent", time.time())  # fmt: skip
+        record = BatchRecord(
+            f"batches/sim{number:012d}", str(file_name or ""), "generateContent", time.time()
+        )
         record.total = len(requests)
         job = _Job(record, model, requests, str(batch.get("displayName") or ""))
         job.from_file = bool(file_name)
@@ -177,10 +185,12 @@ class GeminiBatches:
             job.responses.append(out)
         record.completed, record.failed = ok, failed
         if job.from_file:
-            data = b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE)
-                            for r in job.responses)  # fmt: skip
-            stored = self.files.put(data, f"{record.id}-responses", "application/jsonl",
-                                    source="GENERATED")  # fmt: skip
+            data = b"".join(
+                orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in job.responses
+            )
+            stored = self.files.put(
+                data, f"{record.id}-responses", "application/jsonl", source="GENERATED"
+            )
             record.output_file_id = stored.name
         record.end(status)
 

@@ -110,8 +110,9 @@ class GeminiFiles:
         self, data: bytes, display_name: str, mime_type: str, source: str = "UPLOADED"
     ) -> GeminiFile:
         """Stores a file under a new name."""
-        stored = GeminiFile(f"files/sim{len(self.files) + 1:012d}", data, display_name,
-                            mime_type, source)  # fmt: skip
+        stored = GeminiFile(
+            f"files/sim{len(self.files) + 1:012d}", data, display_name, mime_type, source
+        )
         self.files[stored.name] = stored
         return stored
 

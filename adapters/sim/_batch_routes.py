@@ -49,11 +49,17 @@ class BatchRoutes:
             options.batch_delay, options.batch_fail, options.batch_expire, options.seed
         )
         self.stats = self.openai.stats
-        self.gemini = GeminiBatches(options.batch_delay, options.batch_fail,
-                                    options.batch_expire, options.seed, self.stats)  # fmt: skip
-        self.anthropic = AnthropicBatches(options.batch_delay, options.batch_fail,
-                                          options.batch_expire, options.seed, self.stats,
-                                          self.answer_anthropic)  # fmt: skip
+        self.gemini = GeminiBatches(
+            options.batch_delay, options.batch_fail, options.batch_expire, options.seed, self.stats
+        )
+        self.anthropic = AnthropicBatches(
+            options.batch_delay,
+            options.batch_fail,
+            options.batch_expire,
+            options.seed,
+            self.stats,
+            self.answer_anthropic,
+        )
         self._answerer = answerer
         # The prompts the batches' requests carried (warm-up, adaptive, unknown), apart.
         self._prompts = Stats()
@@ -158,8 +164,9 @@ class BatchRoutes:
             size = headers.get("X-Goog-Upload-Header-Content-Length")
             upload_id = files.start(await _body(request), size)
             url = request.url.with_query({"upload_id": upload_id})
-            return _reply(200, b"{}", {"X-Goog-Upload-URL": str(url),
-                                       "X-Goog-Upload-Status": "active"})  # fmt: skip
+            return _reply(
+                200, b"{}", {"X-Goog-Upload-URL": str(url), "X-Goog-Upload-Status": "active"}
+            )
         if "upload" not in command:
             raise Invalid(f"X-Goog-Upload-Command: expected upload, got {command!r}")
         offset = headers.get("X-Goog-Upload-Offset", "0")
@@ -169,8 +176,9 @@ class BatchRoutes:
         if stored is None:
             return _reply(200, b"", {"X-Goog-Upload-Status": "active"})
         self.stats.files += 1
-        return _reply(200, orjson.dumps({"file": stored.as_object()}),
-                      {"X-Goog-Upload-Status": "final"})  # fmt: skip
+        return _reply(
+            200, orjson.dumps({"file": stored.as_object()}), {"X-Goog-Upload-Status": "final"}
+        )
 
     async def _dispatch(self, name: str, request: web.BaseRequest) -> web.Response:
         store = self.openai

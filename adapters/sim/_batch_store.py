@@ -75,8 +75,7 @@ class BatchRecord:
 
     def fail(self, code: str, message: str, line: int) -> None:
         """Refused at validation."""
-        self.errors = [{"code": code, "message": message, "param": None,
-                        "line": line or None}]  # fmt: skip
+        self.errors = [{"code": code, "message": message, "param": None, "line": line or None}]
         self.end("failed")
 
     def end(self, status: str) -> None:
@@ -111,8 +110,15 @@ class BatchRecord:
             },
             "metadata": self.metadata,
         }
-        for name in ("in_progress_at", "finalizing_at", "completed_at", "failed_at",
-                     "expired_at", "cancelling_at", "cancelled_at"):  # fmt: skip
+        for name in (
+            "in_progress_at",
+            "finalizing_at",
+            "completed_at",
+            "failed_at",
+            "expired_at",
+            "cancelling_at",
+            "cancelled_at",
+        ):
             obj[name] = self.times.get(name)
         return obj
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ttc.engine import ConfigError, DataError, parse_json, read_bytes
+from ttc.engine import ConfigError, DataError
+from ttc.engine._util import parse_json, read_bytes
 
 __all__ = ["EXTRACTS", "VERIFIERS", "GenericConfig", "import_callable", "read_template"]
 

@@ -21,7 +21,8 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from ttc.engine import DataError, Item, parse_json, read_jsonl
+from ttc.engine import DataError, Item
+from ttc.engine._util import parse_json, read_jsonl
 
 __all__ = ["TestCase", "read_problems", "unpack"]
 

@@ -48,7 +48,8 @@ from typing import Any
 from ttc.adapters.suites._answers import extract_last_boxed
 from ttc.adapters.suites._base import TemplatedSuite
 from ttc.adapters.suites._records import Table, check_unique
-from ttc.engine import ConfigError, DataError, Item, Verdict, read_jsonl
+from ttc.engine import ConfigError, DataError, Item, Verdict
+from ttc.engine._util import read_jsonl
 
 __all__ = ["KINDS", "MathSuite"]
 

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ttc.engine import ConfigError, Demo, Embedder, Item, LexicalEmbedder, Suite, Verdict
+from ttc.engine import ConfigError, Demo, Embedder, Item, Suite, Verdict
+from ttc.retrieval import LexicalEmbedder
 
 __all__ = ["MIXED_SOURCES", "MixedSuite", "far_apart"]
 

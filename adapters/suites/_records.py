@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from ttc.engine import DataError, read_bytes, read_jsonl
+from ttc.engine import DataError
+from ttc.engine._util import read_bytes, read_jsonl
 
 __all__ = ["Table", "check_unique", "read_records", "record_text"]
 

@@ -18,9 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ttc.engine import redact_argv
-from ttc.engine._limiter import Limiter
-from ttc.engine._retry import RetryPolicy
+from ttc.engine._util import redact_argv
 from ttc.engine.cli._batchio import journal_path
 from ttc.engine.cli._batchsend import (
     BatchProgress,
@@ -32,6 +30,8 @@ from ttc.engine.cli._batchsend import (
 from ttc.engine.cli._metrics import add_metrics, metrics_served
 from ttc.engine.cli._provider_flags import add_max_response_bytes
 from ttc.engine.cli._usage import natural_float, positive_float, positive_int, ttc_command
+from ttc.engine.send._limiter import Limiter
+from ttc.engine.send._retry import RetryPolicy
 
 EXIT_INTERRUPTED = 130  # as `ttc run`
 EXIT_PROVIDER = 4  # as `ttc run`: the provider refuses the account

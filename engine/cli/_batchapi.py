@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ttc.engine import ConfigError, ProviderError
-from ttc.engine._records import read_lines
+from ttc.engine._util._records import read_lines
 from ttc.engine.cli._batchio import BatchJob, InputScan, iter_jobs, scan_input
 
 if TYPE_CHECKING:
@@ -86,8 +86,12 @@ def _parts(jobs: list[BatchJob], model: str | None) -> list[_Part]:
     current: dict[str, _Part] = {}
     for job in jobs:
         body = job.body if model is None else {**job.body, "model": model}
-        line = orjson.dumps({"custom_id": job.custom_id, "method": "POST", "url": job.url,
-                             "body": body}) + b"\n"  # fmt: skip
+        line = (
+            orjson.dumps(
+                {"custom_id": job.custom_id, "method": "POST", "url": job.url, "body": body}
+            )
+            + b"\n"
+        )
         part = current.get(job.url)
         if part is None or len(part.ids) >= MAX_REQUESTS or len(part.data) + len(line) > MAX_BYTES:
             part = current[job.url] = _Part(len(parts), job.url, [], b"")
@@ -115,8 +119,9 @@ async def _submit(api: OpenAIBatchAPI, journal: _Journal, part: _Part, tag: str)
     journal.write({"ev": "batch", "part": part.number, "id": status.id})
 
 
-async def _wait(api: OpenAIBatchAPI, parts: list[_Part], first_s: float,
-                say: Callable[[str], None]) -> dict[int, Any]:  # fmt: skip
+async def _wait(
+    api: OpenAIBatchAPI, parts: list[_Part], first_s: float, say: Callable[[str], None]
+) -> dict[int, Any]:
     """Polls every part's batch until each has ended; the final statuses by part."""
     done: dict[int, Any] = {}
     delay, started, errors = first_s, time.monotonic(), 0
@@ -138,9 +143,11 @@ async def _wait(api: OpenAIBatchAPI, parts: list[_Part], first_s: float,
             errors = 0
             if seen.get(part.number) != status.status:
                 seen[part.number] = status.status
-                say(f"batch {status.id}: {status.status.replace('_', ' ')}, {status.completed}/"
+                say(
+                    f"batch {status.id}: {status.status.replace('_', ' ')}, {status.completed}/"
                     f"{status.total} done, {status.failed} failed, waited "
-                    f"{time.monotonic() - started:.0f} s")  # fmt: skip
+                    f"{time.monotonic() - started:.0f} s"
+                )
             if status.final:
                 done[part.number] = status
     return done
@@ -165,8 +172,10 @@ async def via_batch_api(args: argparse.Namespace, provider: OpenAIProvider) -> i
         parts = _parts(jobs, args.model)
         for part in parts:
             await _submit(api, journal, part, f"ttc-batch-{scan.sha256[:16]}-p{part.number}")
-            say(f"part {part.number + 1}/{len(parts)}: batch {part.batch_id} "
-                f"({len(part.ids):,} requests)")  # fmt: skip
+            say(
+                f"part {part.number + 1}/{len(parts)}: batch {part.batch_id} "
+                f"({len(part.ids):,} requests)"
+            )
         statuses = await _wait(api, parts, args.batch_poll, say)
         lines: dict[str, dict[str, Any]] = {}
         for part in parts:
@@ -176,17 +185,25 @@ async def via_batch_api(args: argparse.Namespace, provider: OpenAIProvider) -> i
             for cid in part.ids:
                 if cid not in lines:
                     code = _UNDONE.get(status.status, "batch_incomplete")
-                    lines[cid] = {"id": None, "custom_id": cid, "response": None,
-                                  "error": {"code": code, "message": f"its batch {status.id} "
-                                            f"ended {status.status} before it ran"}}  # fmt: skip
+                    lines[cid] = {
+                        "id": None,
+                        "custom_id": cid,
+                        "response": None,
+                        "error": {
+                            "code": code,
+                            "message": f"its batch {status.id} ended {status.status} before it ran",
+                        },
+                    }
     finally:
         await api.aclose()
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_bytes(b"".join(orjson.dumps(lines[job.custom_id]) + b"\n" for job in jobs))
     tmp.replace(out)
     answered = sum(1 for x in lines.values() if (x.get("response") or {}).get("status_code") == 200)
-    print(f"batch: {len(jobs):,} requests through the Batch API in {len(parts)} batch(es): "
-          f"{answered:,} answered, {len(jobs) - answered:,} with an error or a 4xx; "
-          f"{time.monotonic() - started:.1f} s")  # fmt: skip
+    print(
+        f"batch: {len(jobs):,} requests through the Batch API in {len(parts)} batch(es): "
+        f"{answered:,} answered, {len(jobs) - answered:,} with an error or a 4xx; "
+        f"{time.monotonic() - started:.1f} s"
+    )
     print(f"output: {out}")
     return 0

@@ -23,8 +23,10 @@ from typing import Any, ClassVar
 
 import orjson
 
-from ttc.engine import ConfigError, DataError, Journal, token_count
-from ttc.engine._records import json_object, parse_json, read_lines, unreadable
+from ttc.engine import ConfigError, DataError
+from ttc.engine._util._records import json_object, parse_json, read_lines, unreadable
+from ttc.engine.journal import Journal
+from ttc.engine.send import token_count
 
 URLS = ("/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses")
 

@@ -8,8 +8,8 @@ import argparse
 from dataclasses import dataclass
 
 from ttc.engine import ConfigError, Provider
-from ttc.engine._prices import Price, flex_price_for, parse_batch_discount, price_for
 from ttc.engine.cli._usage import positive_float
+from ttc.engine.send._prices import Price, flex_price_for, parse_batch_discount, price_for
 
 __all__ = ["BatchSpec", "add_batch_flags", "attach_batch", "batch_price", "batch_spec"]
 
@@ -84,8 +84,10 @@ def attach_batch(provider: Provider, spec: BatchSpec) -> None:
     poll = (spec.poll_s, max(60.0, spec.poll_s))
     sync = spec.fallback == "sync"
     if isinstance(provider, AzureOpenAIProvider):  # its batches need a global-batch deployment
-        raise ConfigError("--batch: Azure OpenAI's Batch API is not supported; run without "
-                          "--batch, or use --provider openai, gemini or anthropic")  # fmt: skip
+        raise ConfigError(
+            "--batch: Azure OpenAI's Batch API is not supported; run without "
+            "--batch, or use --provider openai, gemini or anthropic"
+        )
     if isinstance(provider, OpenAIProvider):
         provider.batch = OpenAIBatchAPI(provider, fallback_sync=sync, poll_s=poll)
     elif isinstance(provider, GeminiProvider):

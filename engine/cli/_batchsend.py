@@ -28,14 +28,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from ttc.engine._errors import ConfigError, Fatal, ProviderError, RateLimited
-from ttc.engine._limiter import Limiter
-from ttc.engine._lock import RunLock
-from ttc.engine._pool import bounded
-from ttc.engine._retry import RetryPolicy
-from ttc.engine._sender import Sender
-from ttc.engine._tokens import TokenEstimator, token_count
-from ttc.engine._types import RateInfo
+from ttc.engine._util._pool import bounded
 from ttc.engine.cli._batchio import (
     USAGE_FIELDS,
     BatchJob,
@@ -46,6 +39,13 @@ from ttc.engine.cli._batchio import (
     tally,
     usage_tokens,
 )
+from ttc.engine.contract._errors import ConfigError, Fatal, ProviderError, RateLimited
+from ttc.engine.contract._types import RateInfo
+from ttc.engine.journal._lock import RunLock
+from ttc.engine.send._limiter import Limiter
+from ttc.engine.send._retry import RetryPolicy
+from ttc.engine.send._sender import Sender
+from ttc.engine.send._tokens import TokenEstimator, token_count
 
 log = logging.getLogger("ttc")
 

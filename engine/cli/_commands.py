@@ -19,20 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ttc.engine import StopKind, StopReason, Verifiers, redact_argv, withheld
-from ttc.engine._config import METHODS
-from ttc.engine._engine import Engine
-from ttc.engine._errors import ConfigError, DataError
-from ttc.engine._journal import read_journal
-from ttc.engine._lock import LOCK_NAME, RunLock
-from ttc.engine._plots import plot_coverage
-from ttc.engine._records import read_json
-from ttc.engine._report import compare_table, round_row, round_table
-from ttc.engine._result import RunResult
-from ttc.engine._rundir import RunDir
-from ttc.engine._runinfo import SIM_NOTE, require_journal, run_begun
-from ttc.engine._state import RunState
-from ttc.engine._types import Item, Suite
+from ttc.engine import StopKind, StopReason, Verifiers
+from ttc.engine._util import redact_argv, withheld
+from ttc.engine._util._records import read_json
 from ttc.engine.cli._executor import verifiers_for
 from ttc.engine.cli._metrics import metrics_served
 from ttc.engine.cli._progress import Progress
@@ -45,6 +34,18 @@ from ttc.engine.cli._wiring import (
     suite_and_items,
     wire,
 )
+from ttc.engine.contract._config import METHODS
+from ttc.engine.contract._errors import ConfigError, DataError
+from ttc.engine.contract._state import RunState
+from ttc.engine.contract._types import Item, Suite
+from ttc.engine.journal._journal import read_journal
+from ttc.engine.journal._lock import LOCK_NAME, RunLock
+from ttc.engine.journal._rundir import RunDir, round_row
+from ttc.engine.report._plots import plot_coverage
+from ttc.engine.report._tables import compare_table, round_table
+from ttc.engine.run._engine import Engine
+from ttc.engine.run._result import RunResult
+from ttc.engine.run._runinfo import SIM_NOTE, require_journal, run_begun
 
 if TYPE_CHECKING:
     from ttc.engine.cli._prometheus import Metrics
@@ -111,9 +112,15 @@ async def run_one(
         models = {"policy": wired.provider.model} | {r: p.model for r, p in wired.roles.items()}
         observers = [] if metrics is None else [metrics.run_observer(method, models)]
         engine = make_engine(
-            config, wired, out=out, resume=resume, progress=progress, invocation=invocation,
-            observers=observers, verifiers=session.verifiers,
-        )  # fmt: skip
+            config,
+            wired,
+            out=out,
+            resume=resume,
+            progress=progress,
+            invocation=invocation,
+            observers=observers,
+            verifiers=session.verifiers,
+        )
         if metrics is not None:
             metrics.watch(method, engine.limiter, config.rpm, config.tpm, engine.cache)
         session.engines.append(engine)
@@ -224,8 +231,9 @@ async def _compare(
             return stop_code(session.stopping, out)
         begun = run_begun(out / method)
         if method != "elim" and not begun:
-            begun = share_warmup(out / "elim" / "journal.jsonl", out / method / "journal.jsonl",
-                                 spec.warmup_rounds)  # fmt: skip
+            begun = share_warmup(
+                out / "elim" / "journal.jsonl", out / method / "journal.jsonl", spec.warmup_rounds
+            )
         # The paper's protocol: unif gets elim's output tokens ("we match the same level of
         # output token to that of Elim"), as `benchmarks/paper.py` does.
         matched = method == "unif" and spec.protocol == "paper"

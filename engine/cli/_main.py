@@ -173,8 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         if error is None:
             raise
-        print(f"ttc: error: {error}; free space (or fix the cause), then {_go_on(args, spec)}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"ttc: error: {error}; free space (or fix the cause), then {_go_on(args, spec)}",
+            file=sys.stderr,
+        )
         return commands.EXIT_WRITE
     except OSError as exc:
         print(f"ttc: error: {exc}", file=sys.stderr)

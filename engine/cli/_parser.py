@@ -9,8 +9,7 @@ import argparse
 from pathlib import Path
 
 from ttc import __version__
-from ttc.engine import INDEXES, JUDGES, NEIGHBOUR_MODES, PRESETS
-from ttc.engine._config import POOLS
+from ttc.engine import PRESETS
 from ttc.engine.cli._batchmode import add_batch_flags
 from ttc.engine.cli._executor import add_executor_flags
 from ttc.engine.cli._metrics import add_metrics
@@ -29,6 +28,8 @@ from ttc.engine.cli._usage import (
     share,
     ttc_command,
 )
+from ttc.engine.contract import INDEXES, JUDGES, NEIGHBOUR_MODES
+from ttc.engine.contract._config import POOLS
 
 
 def add_suite(g: argparse._ArgumentGroup, suite: str | None = "reasoning_gym") -> None:

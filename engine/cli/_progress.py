@@ -26,7 +26,7 @@ from ttc.engine import (
     StopReason,
     Usage,
 )
-from ttc.engine._batch_events import BatchUpdated
+from ttc.engine.journal._batch_events import BatchUpdated
 
 log = logging.getLogger("ttc")
 
@@ -80,7 +80,8 @@ class Progress(RunObserver):
         elif isinstance(event, BatchUpdated):  # batch mode: the line shows the batch waited for
             final = event.status in ("completed", "failed", "expired", "cancelled")
             what = f"batch {event.batch_id}: {event.status.replace('_', ' ')}, " + (
-                f"{event.completed}/{event.total} done, {event.failed} failed")  # fmt: skip
+                f"{event.completed}/{event.total} done, {event.failed} failed"
+            )
             self._waiting = None if final else (what, time.monotonic() - event.waited_s)
 
     async def run_ended(self, stopped: StopReason | None) -> None:

@@ -26,7 +26,6 @@ from ttc.engine import (
     Event,
     Fatal,
     Limiter,
-    ProviderCache,
     ProviderError,
     Rated,
     RateLimited,
@@ -38,9 +37,9 @@ from ttc.engine import (
     SampleLanded,
     Transient,
     Usage,
-    token_count,
 )
 from ttc.engine.cli._batchsend import BatchProgress, PostResult, RawProvider
+from ttc.engine.send import ProviderCache, token_count
 
 OK = "ok"
 POLICY = "policy"
@@ -77,9 +76,11 @@ class Metrics:
         )
         self.round = Gauge("ttc_round", "The round under way", ["method"], registry=reg)
         self.models = Gauge(
-            "ttc_model_info", "The models a run uses (1 each)", ["method", "role", "model"],
+            "ttc_model_info",
+            "The models a run uses (1 each)",
+            ["method", "role", "model"],
             registry=reg,
-        )  # fmt: skip
+        )
         self.limits = LimiterReadings()
         reg.register(self.limits)
 

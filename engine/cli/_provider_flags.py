@@ -92,9 +92,13 @@ def add_provider_flags(p: argparse.ArgumentParser) -> None:
         ("--sim-latency", natural_float, 0.0, latency),
         ("--sim-ability", number(float, -math.inf), 0.0, ability + "success (higher solves more)"),
         ("--sim-thinking", natural_float, 0.0, "thinking tokens per output token"),
-        ("--sim-icl-gain", natural_float, 1.0, "logit gain of a correct demo of the question's "
-         "hidden skill cluster (0: none)"),
-    ):  # fmt: skip
+        (
+            "--sim-icl-gain",
+            natural_float,
+            1.0,
+            "logit gain of a correct demo of the question's hidden skill cluster (0: none)",
+        ),
+    ):
         g.add_argument(flag, type=kind, default=default, help=what)
 
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import orjson
 
-from ttc.engine._errors import DataError
-from ttc.engine._pool import bounded
-from ttc.engine._records import read_jsonl
-from ttc.engine._rundir import write_atomic
-from ttc.engine._types import Item, Suite, Verdict
-from ttc.engine._verify import VerifierPool
+from ttc.engine._util._pool import bounded
+from ttc.engine._util._records import read_jsonl
+from ttc.engine.contract._errors import DataError
+from ttc.engine.contract._types import Item, Suite, Verdict
+from ttc.engine.journal._rundir import write_atomic
+from ttc.engine.run._verify import VerifierPool
 
 BATCH = 64
 """The most responses sent to a worker at once (fewer when that leaves a worker idle)."""

@@ -90,10 +90,10 @@ async def cmd_verify(args: argparse.Namespace) -> int:
 
 async def cmd_report(args: argparse.Namespace) -> int:
     """`ttc report RUN_DIR...`: per-round tables, and a plot with --plot."""
-    from ttc.engine.cli._runreport import report
+    from ttc.engine.report._runreport import report
 
     if args.timeline is not None:
-        from ttc.engine.cli._timeline import timeline
+        from ttc.engine.report._timeline import timeline
 
         if len(args.run_dirs) != 1:
             raise ConfigError("--timeline: name one run directory (its own timeline)")

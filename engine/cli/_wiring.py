@@ -33,10 +33,7 @@ from ttc.engine import (
     Suite,
     Usage,
     Verifiers,
-    matched_output_tokens,
 )
-from ttc.engine._prices import Price, parse_price
-from ttc.engine._rundir import output_tokens_of
 from ttc.engine.cli._batchmode import policy_price
 from ttc.engine.cli._progress import Progress
 from ttc.engine.cli._servers import many_from, one_url, replicas
@@ -47,6 +44,9 @@ from ttc.engine.cli._spec import (
     SuiteSpec,
     check_anthropic_decoding,
 )
+from ttc.engine.journal import matched_output_tokens
+from ttc.engine.journal._rundir import output_tokens_of
+from ttc.engine.send._prices import Price, parse_price
 
 # The role models' flags, named in their errors.
 ROLE_FLAGS = {"judge": "judge_model", "difficulty": "difficulty_model"}

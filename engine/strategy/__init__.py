@@ -3,8 +3,8 @@
 Role models (the reward judge, the difficulty rater) and the fixed few-shot prompts live here too.
 """
 
+from ttc.engine.contract._policy import Allocation, Intervention
 from ttc.engine.strategy._allocation import DifficultyAware, Elimination, Uniform
-from ttc.engine.strategy._contract import Allocation, Intervention
 from ttc.engine.strategy._demos import DEFAULT_FOR, FewShot, load_fewshot
 from ttc.engine.strategy._difficulty import Estimates
 from ttc.engine.strategy._intervention import (

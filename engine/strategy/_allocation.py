@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ttc.engine.strategy._contract import Allotment, SolvedView
+from ttc.engine.contract._policy import Allotment, SolvedView
 from ttc.engine.strategy._difficulty import (
     NEUTRAL,
     adaptive_measure,

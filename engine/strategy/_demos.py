@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ttc.engine._errors import ConfigError, DataError
-from ttc.engine._records import read_jsonl
-from ttc.engine._types import Demo
+from ttc.engine._util._records import read_jsonl
+from ttc.engine.contract._errors import ConfigError, DataError
+from ttc.engine.contract._types import Demo
 
 # The suites whose prompts the shipped 4-shot file fits.
 DEFAULT_FOR = ("math500", "minerva")

@@ -34,12 +34,12 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from ttc.engine._events import DifficultyRated
-from ttc.engine._pool import bounded
-from ttc.engine._types import Item, Usage
+from ttc.engine._util._pool import bounded
+from ttc.engine.contract._types import Item, Usage
+from ttc.engine.journal._events import DifficultyRated
 
 if TYPE_CHECKING:
-    from ttc.engine._state import RoundStats, RunState
+    from ttc.engine.contract._state import RoundStats, RunState
     from ttc.engine.strategy._judges import RoleCaller
 
 log = logging.getLogger("ttc")

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ttc.engine._types import Demo, Sampling
-from ttc.engine.strategy._contract import DemoPlan, Neighbourhood, SolvedView
+from ttc.engine.contract._policy import DemoPlan, Neighbourhood, SolvedView
+from ttc.engine.contract._types import Demo, Sampling
 
 
 class _Base:

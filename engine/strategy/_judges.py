@@ -30,16 +30,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from ttc.engine._cache import ProviderCache
-from ttc.engine._config import POOLS
-from ttc.engine._errors import ConfigError, ProviderError
-from ttc.engine._events import Rated
-from ttc.engine._limiter import Limiter
-from ttc.engine._retry import RetryPolicy
-from ttc.engine._sender import Job, Sender
-from ttc.engine._state import Pick, QuestionRecord, Scored
-from ttc.engine._tokens import TokenEstimator
-from ttc.engine._types import Item, Message, Provider, Request, Sampling, Usage, Verdict
+from ttc.engine.contract._config import POOLS
+from ttc.engine.contract._errors import ConfigError, ProviderError
+from ttc.engine.contract._state import Pick, QuestionRecord, Scored
+from ttc.engine.contract._types import Item, Message, Provider, Request, Sampling, Usage, Verdict
+from ttc.engine.journal._events import Rated
+from ttc.engine.send._cache import ProviderCache
+from ttc.engine.send._limiter import Limiter
+from ttc.engine.send._retry import RetryPolicy
+from ttc.engine.send._sender import Job, Sender
+from ttc.engine.send._tokens import TokenEstimator
 from ttc.engine.strategy._rubric import SCALE, parse_score, rubric
 
 __all__ = [

@@ -27,10 +27,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ttc.engine._config import RunConfig
-from ttc.engine._errors import ConfigError
+from ttc.engine.contract._config import RunConfig
+from ttc.engine.contract._errors import ConfigError
+from ttc.engine.contract._policy import Allocation, Intervention
 from ttc.engine.strategy._allocation import DifficultyAware, Elimination, Uniform
-from ttc.engine.strategy._contract import Allocation, Intervention
 from ttc.engine.strategy._intervention import (
     FixedDemos,
     RandomICL,

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
-from ttc.engine._journal import read_journal
+from ttc.engine.journal._journal import read_journal
 
 TTC = str(Path(sys.executable).with_name("ttc"))
 

@@ -16,7 +16,7 @@ import orjson
 from fakes import Reply, Seen, StartHuge, StartLoopback
 from fakes import chat_reply as chat
 
-from ttc.engine._journal import read_journal
+from ttc.engine.journal._journal import read_journal
 
 TTC = str(Path(sys.executable).with_name("ttc"))
 KEY_ENV = "TTC_HOSTILE_TEST_KEY"

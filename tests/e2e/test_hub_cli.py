@@ -22,7 +22,7 @@ import orjson
 import pytest
 
 from ttc.adapters.suites import LCB_REPO, LiveCodeBenchSuite
-from ttc.engine import items_sha256
+from ttc.engine.journal import items_sha256
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "data" / "lcb_fixture.jsonl"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ttc.engine import read_journal
+from ttc.engine.journal import read_journal
 
 
 def scrape(url: str) -> dict[str, float]:

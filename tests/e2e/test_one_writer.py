@@ -17,9 +17,9 @@ import pytest
 from test_overnight import COMMON, TTC, env, outcome, sample_lines, ttc
 
 from ttc.engine import ConfigError
-from ttc.engine._appender import Appender
-from ttc.engine._lock import RunLock
 from ttc.engine.cli import main
+from ttc.engine.journal._appender import Appender
+from ttc.engine.journal._lock import RunLock
 
 
 def samples_bought(run: Path) -> Counter[tuple[int, str, int]]:
@@ -70,7 +70,7 @@ def test_the_lock_dies_with_its_holder(tmp_path: Path) -> None:
     """A kernel lock: kill -9 of the process that holds it frees the directory at once."""
     run = tmp_path / "run"
     code = (
-        "import sys, time; from pathlib import Path; from ttc.engine._lock import RunLock; "
+        "import sys, time; from pathlib import Path; from ttc.engine.journal._lock import RunLock; "
         f"RunLock.of_dir(Path({str(run)!r})).acquire(); print('held', flush=True); time.sleep(60)"
     )
     with subprocess.Popen(

@@ -15,8 +15,8 @@ from fakes import Loopback, Reply, Seen, StartLoopback
 from ttc.adapters.providers._anthropic import DEFAULT_MAX_TOKENS, AnthropicProvider
 from ttc.adapters.providers._anthropic_errors import anthropic_error, anthropic_rate_info
 from ttc.adapters.sim import ServeOptions, running_server
-from ttc.engine._errors import BadRequest, ConfigError, Fatal, RateLimited, Transient
-from ttc.engine._types import Message, Request, Sampling, Usage
+from ttc.engine.contract._errors import BadRequest, ConfigError, Fatal, RateLimited, Transient
+from ttc.engine.contract._types import Message, Request, Sampling, Usage
 
 KEY = "sk-ant-test-SECRET-0123456789"
 SPEND_CAP = "enforced_spend_limit_reached"

@@ -15,10 +15,10 @@ from ttc.adapters.providers import AzureOpenAIProvider, MissingKey, OpenAIProvid
 from ttc.adapters.providers._http import SIM_FINGERPRINT, status_error
 from ttc.adapters.sim import ServeOptions, running_server
 from ttc.engine import Message, Request, RunConfig, Sampling, Usage
-from ttc.engine._errors import ConfigError, RateLimited, Transient
-from ttc.engine._prices import flex_price_for, price_for
 from ttc.engine.cli import RunSpec, build_parser, main
 from ttc.engine.cli._wiring import provider_from, wire
+from ttc.engine.contract._errors import ConfigError, RateLimited, Transient
+from ttc.engine.send._prices import flex_price_for, price_for
 
 KEY = "azure-test-SECRET-0123456789"
 ASK = Request((Message("user", "What is 2+2?"),), Sampling(top_k=40, temperature=0.5))

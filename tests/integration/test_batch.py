@@ -18,10 +18,6 @@ import orjson
 import pytest
 from aiohttp import web
 
-from ttc.engine._errors import ConfigError, DataError, Fatal, ProviderError, RateLimited, Transient
-from ttc.engine._limiter import Limiter
-from ttc.engine._retry import RetryPolicy
-from ttc.engine._types import RateInfo
 from ttc.engine.cli._batch import add_batch_arguments, batch_main, cmd_batch
 from ttc.engine.cli._batchio import journal_path
 from ttc.engine.cli._batchsend import (
@@ -31,6 +27,17 @@ from ttc.engine.cli._batchsend import (
     SendPolicy,
     run_batch,
 )
+from ttc.engine.contract._errors import (
+    ConfigError,
+    DataError,
+    Fatal,
+    ProviderError,
+    RateLimited,
+    Transient,
+)
+from ttc.engine.contract._types import RateInfo
+from ttc.engine.send._limiter import Limiter
+from ttc.engine.send._retry import RetryPolicy
 
 CHAT = "/v1/chat/completions"
 USAGE = {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}

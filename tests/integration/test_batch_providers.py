@@ -14,7 +14,8 @@ from ttc.adapters import GeminiProvider, OpenAIProvider
 from ttc.adapters.providers import GeminiBatchAPI, OpenAIBatchAPI
 from ttc.adapters.sim import ServeOptions, SimServer, running_server
 from ttc.adapters.suites._reasoning_gym import ReasoningGymSuite
-from ttc.engine import Engine, EngineOptions, LexicalEmbedder, Price, Provider, RunConfig
+from ttc.engine import Engine, EngineOptions, Price, Provider, RunConfig
+from ttc.retrieval import LexicalEmbedder
 
 
 def _provider(kind: str, server: SimServer, batch: bool) -> Provider:

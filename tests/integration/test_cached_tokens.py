@@ -11,8 +11,8 @@ from fakes import Reply, Seen, StartLoopback
 
 from ttc.adapters.providers._gemini import GeminiProvider
 from ttc.adapters.providers._openai import OpenAIProvider
-from ttc.engine._prices import PRICES
-from ttc.engine._types import Message, Request
+from ttc.engine.contract._types import Message, Request
+from ttc.engine.send._prices import PRICES
 
 ASK = Request(messages=(Message("user", "What is 2+2?"),))
 

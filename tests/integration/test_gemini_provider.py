@@ -18,8 +18,8 @@ from ttc.adapters.embedders._remote_embed import EmbedOptions, GeminiEmbedder
 from ttc.adapters.providers._connection import Connection
 from ttc.adapters.providers._gemini import GeminiProvider
 from ttc.adapters.sim._serve import ServeOptions, running_server
-from ttc.engine._errors import BadRequest, ConfigError, Fatal, RateLimited, Transient
-from ttc.engine._types import Embedder, Message, Provider, Request, Sampling
+from ttc.engine.contract._errors import BadRequest, ConfigError, Fatal, RateLimited, Transient
+from ttc.engine.contract._types import Embedder, Message, Provider, Request, Sampling
 
 KEY = "AIza-test-SECRET-0123456789"
 DEFAULTS = Sampling()

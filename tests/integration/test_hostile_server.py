@@ -18,12 +18,12 @@ from ttc.adapters.providers._connection import Connection
 from ttc.adapters.providers._gemini import GeminiProvider
 from ttc.adapters.providers._openai import OpenAIProvider
 from ttc.engine import Usage
-from ttc.engine._errors import ConfigError, RateLimited, ResponseTooLarge
-from ttc.engine._limiter import Limiter
-from ttc.engine._retry import RetryPolicy
-from ttc.engine._sender import Job, Sender
-from ttc.engine._types import Message, Request, Sampling
 from ttc.engine.cli._batchio import usage_tokens
+from ttc.engine.contract._errors import ConfigError, RateLimited, ResponseTooLarge
+from ttc.engine.contract._types import Message, Request, Sampling
+from ttc.engine.send._limiter import Limiter
+from ttc.engine.send._retry import RetryPolicy
+from ttc.engine.send._sender import Job, Sender
 
 KEY = "sk-hostile-SECRET-0123456789abcdef"
 

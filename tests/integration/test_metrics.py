@@ -22,7 +22,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ttc.adapters.sim import ServeOptions, running_server
-from ttc.engine import ConfigError, RateLimited, Transient, read_journal
+from ttc.engine import ConfigError, RateLimited, Transient
 from ttc.engine.cli import RunSpec, build_parser, main
 from ttc.engine.cli import _prometheus as prom
 from ttc.engine.cli._batch import add_batch_arguments, batch_main
@@ -30,6 +30,7 @@ from ttc.engine.cli._batchio import journal_path
 from ttc.engine.cli._commands import Session, cmd_compare, cmd_run
 from ttc.engine.cli._metrics import metrics_served
 from ttc.engine.cli._wiring import suite_and_items
+from ttc.engine.journal import read_journal
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

@@ -26,7 +26,7 @@ from ttc.adapters.providers._http import (
     status_error,
 )
 from ttc.adapters.providers._openai import OpenAIProvider
-from ttc.engine._errors import (
+from ttc.engine.contract._errors import (
     BadRequest,
     ConfigError,
     Fatal,
@@ -34,7 +34,15 @@ from ttc.engine._errors import (
     RateLimited,
     Transient,
 )
-from ttc.engine._types import Embedder, Message, Provider, RateInfo, Request, Sampling, Usage
+from ttc.engine.contract._types import (
+    Embedder,
+    Message,
+    Provider,
+    RateInfo,
+    Request,
+    Sampling,
+    Usage,
+)
 
 KEY = "sk-test-SECRET-0123456789"
 DEFAULTS = Sampling()

@@ -10,9 +10,9 @@ from fakes import FakeSuite, items
 
 from ttc.adapters import GeminiProvider, OpenAIProvider
 from ttc.engine import RunConfig, Sampling
-from ttc.engine._errors import ConfigError
-from ttc.engine._types import Provider
 from ttc.engine.cli import RunSpec, build_parser, main, role_provider_from
+from ttc.engine.contract._errors import ConfigError
+from ttc.engine.contract._types import Provider
 
 
 def run_args(*argv: str) -> RunSpec:

@@ -12,8 +12,8 @@ import pytest
 from ttc.adapters import OpenAIProvider
 from ttc.adapters.sim import ServeOptions, running_server
 from ttc.engine import Limiter, RateInfo, RetryPolicy
-from ttc.engine._pool import bounded
-from ttc.engine._sender import Sender
+from ttc.engine._util._pool import bounded
+from ttc.engine.send._sender import Sender
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ import pytest
 from ttc.adapters.providers import ReplicasProvider, openai_replicas
 from ttc.adapters.sim import ServeOptions, SimServer, running_server
 from ttc.engine import Completion, Limiter, Message, RateInfo, Request, RetryPolicy, Sampling
-from ttc.engine._pool import bounded
-from ttc.engine._sender import Sender
+from ttc.engine._util._pool import bounded
+from ttc.engine.send._sender import Sender
 
 pytestmark = pytest.mark.slow
 

@@ -43,9 +43,9 @@ from ttc.adapters.suites._gpqa import GPQASuite
 from ttc.adapters.suites._livecodebench import LiveCodeBenchSuite
 from ttc.adapters.suites._math import MathSuite
 from ttc.adapters.suites._reasoning_gym import ReasoningGymSuite, extract_last_boxed
-from ttc.engine import LexicalEmbedder
-from ttc.engine._errors import ConfigError
-from ttc.engine._types import Demo, Item, Message, Request, Sampling, Suite, Verdict
+from ttc.engine.contract._errors import ConfigError
+from ttc.engine.contract._types import Demo, Item, Message, Request, Sampling, Suite, Verdict
+from ttc.retrieval import LexicalEmbedder
 
 LCB_FIXTURE = Path(__file__).resolve().parents[1] / "data" / "lcb_fixture.jsonl"
 

@@ -16,7 +16,7 @@ import pytest
 from ttc.adapters.providers._http import SIM_MODEL_SUFFIX
 from ttc.adapters.sim import ServeOptions, running_server
 from ttc.adapters.suites._reasoning_gym import ReasoningGymSuite
-from ttc.engine._types import Verdict
+from ttc.engine.contract._types import Verdict
 
 
 @pytest.fixture(scope="module")

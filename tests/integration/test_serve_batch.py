@@ -14,7 +14,7 @@ import pytest
 
 from ttc.adapters.sim import ServeOptions, running_server
 from ttc.adapters.suites._reasoning_gym import ReasoningGymSuite
-from ttc.engine._errors import ConfigError
+from ttc.engine.contract._errors import ConfigError
 
 
 @pytest.fixture(scope="module")

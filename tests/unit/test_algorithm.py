@@ -11,7 +11,7 @@ from fakes import FakeSuite, ScriptedProvider, Step, TableEmbedder, items
 
 from ttc.adapters.suites._templates import adaptive_prompt, warmup_prompt
 from ttc.engine import Engine, RunConfig, RunResult
-from ttc.engine._journal import read_journal
+from ttc.engine.journal._journal import read_journal
 
 RIGHT = "right:{} worked solution"
 

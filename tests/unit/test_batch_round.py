@@ -15,11 +15,8 @@ from fakes import FakeSuite, ScriptedProvider, items
 
 from ttc.engine import (
     BatchAPI,
-    BatchResult,
-    BatchStatus,
     Engine,
     EngineOptions,
-    LexicalEmbedder,
     Price,
     Request,
     RunConfig,
@@ -27,8 +24,10 @@ from ttc.engine import (
     Transient,
     Usage,
 )
-from ttc.engine._events import SampleLanded, decode_sample
-from ttc.engine._prices import PRICES, parse_batch_discount
+from ttc.engine.contract import BatchResult, BatchStatus
+from ttc.engine.journal._events import SampleLanded, decode_sample
+from ttc.engine.send._prices import PRICES, parse_batch_discount
+from ttc.retrieval import LexicalEmbedder
 
 N = 8
 PRICE = Price(1.0, 1.0, 1.0)

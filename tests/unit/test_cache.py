@@ -26,10 +26,10 @@ from ttc.engine import (
     Transient,
     Usage,
 )
-from ttc.engine._cache import CachingProvider, ProviderCache, ResponseCache, cache_key
-from ttc.engine._limiter import Limiter
-from ttc.engine._retry import RetryPolicy
-from ttc.engine._sender import Job, Sender
+from ttc.engine.send._cache import CachingProvider, ProviderCache, ResponseCache, cache_key
+from ttc.engine.send._limiter import Limiter
+from ttc.engine.send._retry import RetryPolicy
+from ttc.engine.send._sender import Job, Sender
 
 REQUEST = Request(
     messages=(Message("system", "Be brief."), Message("user", "What is 2+2?")),
@@ -83,7 +83,7 @@ def test_key_is_the_same_in_another_process() -> None:
     script = textwrap.dedent(
         """
         from ttc.engine import Demo, Message, Request, Sampling
-        from ttc.engine._cache import cache_key
+        from ttc.engine.send._cache import cache_key
         r = Request(
             (Message("system", "Be brief."), Message("user", "What is 2+2?")),
             Sampling(0.7, 0.95, 40, 1234, 512, 1024, "low", "low"),
@@ -263,7 +263,7 @@ def test_several_processes_write_one_file_at_once(tmp_path: Path) -> None:
         import sys
         from pathlib import Path
         from ttc.engine import Completion, Usage
-        from ttc.engine._cache import ResponseCache
+        from ttc.engine.send._cache import ResponseCache
         name = sys.argv[2]
         with ResponseCache(Path(sys.argv[1]), flush_every=7) as cache:
             for i in range(500):

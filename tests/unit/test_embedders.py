@@ -10,9 +10,9 @@ import pytest
 
 from ttc.adapters.embedders._embedders import make_embedder
 from ttc.adapters.embedders._minilm import MiniLMEmbedder, minilm_available
-from ttc.engine import LexicalEmbedder
-from ttc.engine._errors import ConfigError
-from ttc.engine._types import Embedder
+from ttc.engine.contract._errors import ConfigError
+from ttc.engine.contract._types import Embedder
+from ttc.retrieval import LexicalEmbedder
 
 needs_minilm = pytest.mark.skipif(not minilm_available(), reason="MiniLM model not installed")
 

@@ -8,8 +8,6 @@ import orjson
 from fakes import FakeSuite, ScriptedProvider, items
 
 from ttc.engine import (
-    FAILURE_STREAK,
-    PROVIDER_STOP,
     BadRequest,
     Engine,
     EngineOptions,
@@ -21,6 +19,7 @@ from ttc.engine import (
     StopKind,
     Transient,
 )
+from ttc.engine.run import FAILURE_STREAK, PROVIDER_STOP
 
 FAST = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01)
 

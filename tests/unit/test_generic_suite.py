@@ -25,9 +25,9 @@ from ttc.adapters.sim import answers_for
 from ttc.adapters.suites import _templates
 from ttc.adapters.suites._answers import choice_letter, parse_number
 from ttc.adapters.suites._generic import GenericConfig, GenericSuite, _as_score
-from ttc.engine._errors import ConfigError, DataError
-from ttc.engine._types import Demo, Item, Suite
 from ttc.engine.cli._rescore import rescore
+from ttc.engine.contract._errors import ConfigError, DataError
+from ttc.engine.contract._types import Demo, Item, Suite
 
 CHECKS = """
 def contains(response, reference):

@@ -24,8 +24,8 @@ import pytest
 from ttc.adapters.sim import answers_for
 from ttc.adapters.suites import _templates
 from ttc.adapters.suites._gpqa import LETTERS, OPTION_FIELDS, GPQASuite
-from ttc.engine._errors import ConfigError, DataError
-from ttc.engine._types import Demo, Item, Suite
+from ttc.engine.contract._errors import ConfigError, DataError
+from ttc.engine.contract._types import Demo, Item, Suite
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "gpqa_diamond"
 REAL_FILE = REAL / "gpqa_diamond.jsonl.gz"

@@ -32,7 +32,8 @@ import ttc.engine
 counts["main after import"] = faiss.omp_get_max_threads()
 
 from ttc.adapters import ReasoningGymSuite, SimConfig, SimProvider
-from ttc.engine import Engine, LexicalEmbedder, RunConfig
+from ttc.engine import Engine, RunConfig
+from ttc.retrieval import LexicalEmbedder
 from ttc.retrieval import SolvedIndex
 
 

@@ -17,13 +17,13 @@ from ttc.engine import (
     Engine,
     EngineOptions,
     Event,
-    LexicalEmbedder,
     RunConfig,
     RunObserver,
     RunState,
     StopReason,
     Usage,
 )
+from ttc.retrieval import LexicalEmbedder
 
 # A logger under `ttc` of the kind a module makes with getLogger(__name__).
 CHILD = "ttc.host_test_child"

@@ -29,7 +29,8 @@ from ttc.adapters.suites import (
     data_source,
 )
 from ttc.adapters.suites._hub import lcb_files, load_table
-from ttc.engine import DataError, items_sha256
+from ttc.engine import DataError
+from ttc.engine.journal import items_sha256
 
 MATH = [
     {"problem": "What is $1+1$?", "solution": "It is $\\boxed{2}$.", "answer": "2",

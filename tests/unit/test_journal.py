@@ -12,7 +12,6 @@ from ttc.engine import (
     DataError,
     DifficultyRated,
     Judged,
-    Landed,
     Rated,
     Retried,
     RoundEnded,
@@ -23,12 +22,10 @@ from ttc.engine import (
     StopReason,
     Usage,
     Verdict,
-    completed_samples,
-    decode,
-    read_events,
 )
-from ttc.engine._journal import difficulty_ratings
 from ttc.engine.cli import EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_PROVIDER
+from ttc.engine.journal import Landed, completed_samples, decode, read_events
+from ttc.engine.journal._journal import difficulty_ratings
 
 # Lines exactly as the dict-literal journal wrote them (field names and order), one per kind.
 LINES = [

@@ -16,9 +16,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ttc.engine import RoundEnded, RunStarted, WriteError, read_journal
-from ttc.engine._appender import Appender
-from ttc.engine._journal import Journal
+from ttc.engine import RoundEnded, RunStarted, WriteError
+from ttc.engine.journal import read_journal
+from ttc.engine.journal._appender import Appender
+from ttc.engine.journal._journal import Journal
 
 
 def started(i: int) -> RunStarted:
@@ -76,7 +77,7 @@ KILLED = """
 import sys, time
 from pathlib import Path
 from ttc.engine import RunStarted
-from ttc.engine._journal import Journal
+from ttc.engine.journal._journal import Journal
 journal = Journal(Path(sys.argv[1])).open()
 for i in range(200):
     journal.append(RunStarted(resumed=False, t=float(i)))

@@ -10,7 +10,8 @@ import pytest
 
 import ttc.adapters.embedders._embedders as embedders
 from ttc.adapters import ReasoningGymSuite, SimConfig, SimProvider
-from ttc.engine import Engine, LexicalEmbedder, RunConfig
+from ttc.engine import Engine, RunConfig
+from ttc.retrieval import LexicalEmbedder
 
 ROOT = Path(__file__).resolve().parents[2]
 

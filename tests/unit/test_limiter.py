@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from fakes import FakeClock, ScriptedProvider
 
-from ttc.engine._errors import ConfigError, RateLimited
-from ttc.engine._limiter import Limiter
-from ttc.engine._retry import RetryPolicy
-from ttc.engine._sender import Job, Sender
-from ttc.engine._types import Message, RateInfo, Request
+from ttc.engine.contract._errors import ConfigError, RateLimited
+from ttc.engine.contract._types import Message, RateInfo, Request
+from ttc.engine.send._limiter import Limiter
+from ttc.engine.send._retry import RetryPolicy
+from ttc.engine.send._sender import Job, Sender
 
 
 class Crowd:

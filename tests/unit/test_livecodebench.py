@@ -30,8 +30,8 @@ from ttc.adapters.suites._lcb_judge import (
 )
 from ttc.adapters.suites._lcb_records import TestCase, unpack
 from ttc.adapters.suites._livecodebench import LiveCodeBenchSuite
-from ttc.engine._errors import ConfigError, DataError
-from ttc.engine._types import Demo, Item, Suite, Verdict
+from ttc.engine.contract._errors import ConfigError, DataError
+from ttc.engine.contract._types import Demo, Item, Suite, Verdict
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "lcb_fixture.jsonl"
 RECORDS: list[dict[str, Any]] = [json.loads(line) for line in FIXTURE.read_text().splitlines()]

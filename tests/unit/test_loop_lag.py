@@ -14,17 +14,11 @@ from typing import Any
 import pytest
 from fakes import FakeSuite, ScriptedProvider, items
 
-from ttc.engine import (
-    Engine,
-    RunConfig,
-    RunStarted,
-    SampleLanded,
-    Usage,
-    _runinfo,
-    completed_samples,
-)
-from ttc.engine._journal import Journal, Replays
-from ttc.engine._offloop import in_thread, pause
+from ttc.engine import Engine, RunConfig, RunStarted, SampleLanded, Usage
+from ttc.engine._util._offloop import in_thread, pause
+from ttc.engine.journal import completed_samples
+from ttc.engine.journal._journal import Journal, Replays
+from ttc.engine.run import _runinfo
 
 
 async def longest_wait(work: Awaitable[Any]) -> tuple[float, int]:

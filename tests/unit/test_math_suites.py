@@ -22,8 +22,8 @@ from ttc.adapters.sim import answers_for
 from ttc.adapters.suites import _templates
 from ttc.adapters.suites._math import MathSuite
 from ttc.adapters.suites._reasoning_gym import extract_last_boxed
-from ttc.engine._errors import ConfigError, DataError
-from ttc.engine._types import Demo, Item, Suite, Verdict
+from ttc.engine.contract._errors import ConfigError, DataError
+from ttc.engine.contract._types import Demo, Item, Suite, Verdict
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 FILES = {

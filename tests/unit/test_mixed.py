@@ -14,7 +14,8 @@ import pytest
 from ttc.adapters.sim import answers_for
 from ttc.adapters.suites import MIXED_SOURCES, GPQASuite, LiveCodeBenchSuite, MathSuite, MixedSuite
 from ttc.adapters.suites._mixed import far_apart
-from ttc.engine import Demo, Item, LexicalEmbedder, Suite
+from ttc.engine import Demo, Item, Suite
+from ttc.retrieval import LexicalEmbedder
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 LCB_FIXTURE = Path(__file__).resolve().parents[1] / "data" / "lcb_fixture.jsonl"

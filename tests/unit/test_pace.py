@@ -12,8 +12,8 @@ from collections.abc import Callable
 import pytest
 from fakes import FakeClock
 
-from ttc.engine._limiter import Limiter
-from ttc.engine._types import RateInfo
+from ttc.engine.contract._types import RateInfo
+from ttc.engine.send._limiter import Limiter
 
 
 class WindowServer:

@@ -47,18 +47,10 @@ from _paper_report import (  # noqa: E402
 from fakes import figure_fits  # noqa: E402
 
 from ttc.adapters import SimConfig, SimProvider  # noqa: E402
-from ttc.engine import (  # noqa: E402
-    METHOD_STYLES,
-    Completion,
-    ConfigError,
-    Item,
-    Provider,
-    Request,
-    Sampling,
-    Suite,
-    items_sha256,
-    sample_seed,
-)
+from ttc.engine import Completion, ConfigError, Item, Provider, Request, Sampling, Suite  # noqa: E402
+from ttc.engine.contract import sample_seed  # noqa: E402
+from ttc.engine.journal import items_sha256  # noqa: E402
+from ttc.engine.report import METHOD_STYLES  # noqa: E402
 
 METHODS = ("unif", "elim", "rand", "adpt")
 SEEDS = (0, 1)

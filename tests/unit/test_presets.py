@@ -28,7 +28,6 @@ from ttc.adapters.suites._math import answer_key as math_answer_key
 from ttc.adapters.suites._reasoning_gym import extract_last_boxed
 from ttc.adapters.suites._templates import adaptive_prompt, warmup_prompt
 from ttc.engine import (
-    PROVIDER_STOP,
     BadRequest,
     Completion,
     ConfigError,
@@ -44,13 +43,14 @@ from ttc.engine import (
     Usage,
     Verdict,
 )
-from ttc.engine._journal import read_journal
-from ttc.engine._prices import Price
-from ttc.engine._rundir import matched_output_tokens
-from ttc.engine._types import Message, Request
 from ttc.engine.cli import RunSpec, build_parser, run_config, share_warmup
 from ttc.engine.cli._commands import role_totals
 from ttc.engine.cli._wiring import matched_budget
+from ttc.engine.contract._types import Message, Request
+from ttc.engine.journal._journal import read_journal
+from ttc.engine.journal._rundir import matched_output_tokens
+from ttc.engine.run import PROVIDER_STOP
+from ttc.engine.send._prices import Price
 from ttc.engine.strategy._demos import default_path, load_fewshot
 from ttc.engine.strategy._difficulty import NEUTRAL, apportion, parse_rating
 from ttc.engine.strategy._difficulty import prompt as difficulty_prompt
@@ -194,7 +194,7 @@ async def test_da_spends_the_budget_in_proportion_to_difficulty(tmp_path: Path) 
 
 
 async def test_da_and_unif_match_another_runs_output_tokens(tmp_path: Path) -> None:
-    from ttc.engine._rundir import output_tokens_of
+    from ttc.engine.journal._rundir import output_tokens_of
 
     # Every response is 10 output tokens. elim: 6 + 4 + 4 samples = 140 tokens.
     script: dict[str, list[Step]] = {"q0": [right("q0")], "q1": [right("q1")]}
@@ -933,7 +933,7 @@ async def test_role_calls_are_priced_reported_and_count_towards_max_cost(
     text = role_totals(engine, result.state, engine.cost(result.usage))
     assert "judge model m: tokens 200 input, 20 output, 0 thinking; cost $20.0000" in text
     assert "total cost, policy and role models: $60.0000" in text
-    from ttc.engine.cli._runreport import report
+    from ttc.engine.report._runreport import report
 
     assert "judge model m: 4 calls, tokens 200 input, 20 output, cost $20.0000" in report(
         [tmp_path / "a"], None

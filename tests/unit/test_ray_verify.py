@@ -26,8 +26,9 @@ from ttc.adapters.executors import INSTALL, RayVerifierPool
 from ttc.adapters.executors._ray import ATTEMPTS, split
 from ttc.adapters.sandbox import protections
 from ttc.adapters.suites._lcb_records import TestCase
-from ttc.engine import ConfigError, Item, Verdict, VerifierError, VerifierPool
+from ttc.engine import ConfigError, Item, Verdict, VerifierError
 from ttc.engine.cli import main
+from ttc.engine.run import VerifierPool
 
 TESTS = Path(__file__).resolve().parents[1]
 FIXTURE = TESTS / "data" / "lcb_fixture.jsonl"

@@ -15,9 +15,9 @@ import pytest
 
 from ttc.adapters.sim import answers_for
 from ttc.adapters.suites._reasoning_gym import DEFAULT_TASKS, ReasoningGymSuite, extract_last_boxed
-from ttc.engine import items_sha256
-from ttc.engine._errors import ConfigError
-from ttc.engine._types import Demo, Item, Suite, Verdict
+from ttc.engine.contract._errors import ConfigError
+from ttc.engine.contract._types import Demo, Item, Suite, Verdict
+from ttc.engine.journal import items_sha256
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,9 @@ import pytest
 from ttc.adapters.suites import GPQASuite, MathSuite
 from ttc.adapters.suites._generic import GenericConfig, GenericSuite
 from ttc.adapters.suites._lcb_records import read_problems
-from ttc.engine import DataError, Item, read_json, read_jsonl
-from ttc.engine._records import parse_json, read_lines
+from ttc.engine import DataError, Item
+from ttc.engine._util import read_json, read_jsonl
+from ttc.engine._util._records import parse_json, read_lines
 from ttc.engine.cli._rescore import read_responses
 
 # A JSON value nested 200,000 deep: Python's json meets its recursion limit long before the end.

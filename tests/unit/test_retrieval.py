@@ -11,8 +11,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ttc.engine import LexicalEmbedder
-from ttc.engine._types import FloatArray
+from ttc.engine.contract._types import FloatArray
+from ttc.retrieval import LexicalEmbedder
 from ttc.retrieval._cache import cached_embeddings
 from ttc.retrieval._index import SolvedIndex
 from ttc.retrieval._select import fixed_neighbours, random_solved, similar_solved

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ttc.engine._errors import (
+from ttc.engine.contract._errors import (
     BadRequest,
     ConfigError,
     Fatal,
@@ -16,7 +16,7 @@ from ttc.engine._errors import (
     RateLimited,
     Transient,
 )
-from ttc.engine._retry import RetryPolicy
+from ttc.engine.send._retry import RetryPolicy
 
 
 def test_delays_grow_exponentially_then_cap() -> None:

@@ -9,9 +9,10 @@ import orjson
 import pytest
 from fakes import FakeSuite, ScriptedProvider, Step, items
 
-from ttc.engine import ConfigError, DataError, Engine, RunConfig, RunResult, run_begun
-from ttc.engine._events import RunStarted
-from ttc.engine._journal import Journal, read_journal
+from ttc.engine import ConfigError, DataError, Engine, RunConfig, RunResult
+from ttc.engine.journal._events import RunStarted
+from ttc.engine.journal._journal import Journal, read_journal
+from ttc.engine.run import run_begun
 
 SCRIPT: dict[str, list[Step]] = {
     "q0": ["right:q0"],

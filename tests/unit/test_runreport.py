@@ -13,24 +13,23 @@ import pytest
 from fakes import FakeSuite, ScriptedProvider, Step, figure_fits, items
 
 from ttc.engine import (
-    METHOD_STYLES,
     METHODS,
     BadRequest,
     DataError,
     Engine,
     EngineOptions,
     Fatal,
-    PlotLine,
     RateLimited,
     RetryPolicy,
     RunConfig,
     RunResult,
     Transient,
 )
-from ttc.engine._plots import NUDGE_Y_PT, plot_lines
 from ttc.engine.cli import main
-from ttc.engine.cli._runplot import SIM_SHORT, labelled, plot_runs
-from ttc.engine.cli._runreport import load_run, report, report_table
+from ttc.engine.report import METHOD_STYLES, PlotLine
+from ttc.engine.report._plots import NUDGE_Y_PT, plot_lines
+from ttc.engine.report._runplot import SIM_SHORT, labelled, plot_runs
+from ttc.engine.report._runreport import load_run, report, report_table
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.01)
 

@@ -11,8 +11,9 @@ import pytest
 from fakes import FakeSuite, items
 
 from ttc.adapters import SimConfig, SimProvider
-from ttc.engine import ConfigError, Engine, FloatArray, Item, RunConfig
+from ttc.engine import ConfigError, Engine, Item, RunConfig
 from ttc.engine.cli import main
+from ttc.engine.contract import FloatArray
 from ttc.retrieval import EXACT_UP_TO, IndexSpec, index_spec
 from ttc.retrieval._index import SolvedIndex
 
@@ -136,7 +137,7 @@ def test_the_spec_says_what_applies_to_its_kind() -> None:
 def test_a_solved_response_is_kept_packed_and_read_back_whole() -> None:
     """A run keeps one response per solved question (its demonstration): long ones compressed,
     the text read back the same, short ones as they are."""
-    from ttc.engine._state import Pick
+    from ttc.engine.contract._state import Pick
 
     long = "We check each case in turn. " * 80 + "\n\n\\boxed{42} é"
     pick = Pick(2, 0, long, "42", True)

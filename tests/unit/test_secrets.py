@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from ttc.engine import (
+from ttc.engine._util import (
     REDACTED,
     redact,
     redact_argv,
@@ -15,7 +15,7 @@ from ttc.engine import (
     url_credentials,
     withheld,
 )
-from ttc.engine._secrets import is_credential_param
+from ttc.engine._util._secrets import is_credential_param
 
 
 @pytest.mark.parametrize(
@@ -89,7 +89,7 @@ def test_redact_argv_takes_out_url_credentials_in_both_flag_forms() -> None:
 
 def test_a_resume_check_compares_and_quotes_endpoints_without_credentials() -> None:
     from ttc.engine import ConfigError, RunConfig
-    from ttc.engine._runinfo import check_same_run
+    from ttc.engine.run._runinfo import check_same_run
 
     now = {"config": RunConfig().to_dict(), "endpoint": "http://REDACTED@h/v1"}
     # A run directory written before credentials were redacted holds the URL as typed.

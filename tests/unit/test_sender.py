@@ -9,20 +9,11 @@ from collections.abc import Iterator
 import pytest
 from fakes import FakeSuite, ScriptedProvider, items
 
-from ttc.engine import (
-    Completion,
-    Limiter,
-    Provider,
-    Request,
-    RetryPolicy,
-    Suite,
-    TokenEstimator,
-    Transient,
-    Usage,
-)
-from ttc.engine._pool import Batches, bounded
-from ttc.engine._sender import Job, Sender
-from ttc.engine._types import Message
+from ttc.engine import Completion, Limiter, Provider, Request, RetryPolicy, Suite, Transient, Usage
+from ttc.engine._util._pool import Batches, bounded
+from ttc.engine.contract._types import Message
+from ttc.engine.send import TokenEstimator
+from ttc.engine.send._sender import Job, Sender
 
 # ---- the contract
 

@@ -17,13 +17,11 @@ import pytest
 from fakes import FakeSuite, ScriptedProvider, Step, items
 
 from ttc.engine import (
-    FAILURE_STREAK,
     Completion,
     Demo,
     Engine,
     EngineOptions,
     Fatal,
-    FloatArray,
     Item,
     Judged,
     QuestionGaveUp,
@@ -39,8 +37,9 @@ from ttc.engine import (
     StreamEvent,
     Verdict,
     VerifierError,
-    VerifierPool,
 )
+from ttc.engine.contract import FloatArray
+from ttc.engine.run import FAILURE_STREAK, VerifierPool
 
 FAST = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01)
 

@@ -15,18 +15,11 @@ import orjson
 import pytest
 from fakes import FakeSuite, ScriptedProvider, Step, items
 
-from ttc.engine import (
-    ConfigError,
-    Engine,
-    EngineOptions,
-    FloatArray,
-    LexicalEmbedder,
-    ResponseCache,
-    RunConfig,
-    StopKind,
-)
-from ttc.engine._state import RoundStats, RunState
+from ttc.engine import ConfigError, Engine, EngineOptions, ResponseCache, RunConfig, StopKind
 from ttc.engine.cli._progress import Progress
+from ttc.engine.contract import FloatArray
+from ttc.engine.contract._state import RoundStats, RunState
+from ttc.retrieval import LexicalEmbedder
 
 N = 8
 

@@ -15,9 +15,9 @@ import pytest
 from ttc.adapters.sim import answers_for
 from ttc.adapters.sim._sim import SimConfig, SimProvider
 from ttc.adapters.suites._reasoning_gym import ReasoningGymSuite, extract_last_boxed
-from ttc.engine import LexicalEmbedder
-from ttc.engine._errors import BadRequest, ConfigError
-from ttc.engine._types import Demo, Item, Message, Provider, Request, Sampling
+from ttc.engine.contract._errors import BadRequest, ConfigError
+from ttc.engine.contract._types import Demo, Item, Message, Provider, Request, Sampling
+from ttc.retrieval import LexicalEmbedder
 
 SEEDS = range(4)
 
@@ -79,7 +79,7 @@ def test_lexical_embedder_basics() -> None:
 def test_lexical_embedder_is_the_same_in_another_process() -> None:
     # A stable hash, not the salted hash(): another process with another hash seed agrees.
     code = (
-        "import sys; from ttc.engine import LexicalEmbedder; "
+        "import sys; from ttc.retrieval import LexicalEmbedder; "
         "sys.stdout.write(LexicalEmbedder().embed(['the cat sat on the mat']).tobytes().hex())"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}

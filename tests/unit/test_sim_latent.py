@@ -19,17 +19,9 @@ from ttc.adapters.suites._gpqa import GPQASuite
 from ttc.adapters.suites._livecodebench import LiveCodeBenchSuite
 from ttc.adapters.suites._math import MathSuite
 from ttc.adapters.suites._reasoning_gym import ReasoningGymSuite
-from ttc.engine import (
-    Demo,
-    Engine,
-    FloatArray,
-    Item,
-    LexicalEmbedder,
-    Message,
-    Request,
-    RunConfig,
-    Sampling,
-)
+from ttc.engine import Demo, Engine, Item, Message, Request, RunConfig, Sampling
+from ttc.engine.contract import FloatArray
+from ttc.retrieval import LexicalEmbedder
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 LCB_FIXTURE = Path(__file__).resolve().parents[1] / "data" / "lcb_fixture.jsonl"

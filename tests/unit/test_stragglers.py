@@ -11,9 +11,9 @@ import pytest
 from fakes import FakeClock
 
 from ttc.engine import Limiter, RetryPolicy, Transient
-from ttc.engine._pool import bounded
-from ttc.engine._sender import Sender
-from ttc.engine._stragglers import first_answer
+from ttc.engine._util._pool import bounded
+from ttc.engine.send._sender import Sender
+from ttc.engine.send._stragglers import first_answer
 
 HANG = 10_000.0  # seconds: never, on the test's clock
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ttc.adapters.suites._templates import SUITES, adaptive_prompt, warmup_prompt
-from ttc.engine._errors import ConfigError
+from ttc.engine.contract._errors import ConfigError
 
 DEMOS = [("Q one?", "A one \\boxed{1}"), ("Q two?", "A two \\boxed{2}"), ("Q three?", "A three")]
 

@@ -19,7 +19,7 @@ from ttc.engine import (
     Transient,
 )
 from ttc.engine.cli import main
-from ttc.engine.cli._timeline import Timeline, read_timeline, timeline
+from ttc.engine.report._timeline import Timeline, read_timeline, timeline
 
 FAST = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01)
 

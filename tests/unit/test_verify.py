@@ -12,7 +12,7 @@ import pytest
 from fakes import FakeSuite, items
 
 from ttc.engine import ConfigError, Item, Verdict, VerifierError
-from ttc.engine._verify import VerifierPool
+from ttc.engine.run._verify import VerifierPool
 
 
 @dataclass

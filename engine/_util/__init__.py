@@ -1,0 +1,31 @@
+"""Private helpers every layer may import: file readers with FILE:LINE errors, redaction of
+secrets, the bounded worker pool and work kept off the event loop."""
+
+from ttc.engine._util._records import parse_json, read_bytes, read_json, read_jsonl
+from ttc.engine._util._secrets import (
+    REDACTED,
+    URL_REDACTED,
+    basic_token,
+    redact,
+    redact_argv,
+    redact_json,
+    redact_url,
+    url_credentials,
+    withheld,
+)
+
+__all__ = [
+    "REDACTED",
+    "URL_REDACTED",
+    "basic_token",
+    "parse_json",
+    "read_bytes",
+    "read_json",
+    "read_jsonl",
+    "redact",
+    "redact_argv",
+    "redact_json",
+    "redact_url",
+    "url_credentials",
+    "withheld",
+]

@@ -1,0 +1,49 @@
+"""The run directory: the journal's events and their codec, the writer, replay, the lock, the
+per-run logs, the wall clock over sessions and the limiter's timeline."""
+
+from ttc.engine.journal._batch_events import BatchCreated, BatchFileUploaded, BatchUpdated
+from ttc.engine.journal._events import (
+    DifficultyRated,
+    Event,
+    Judged,
+    LimiterSampled,
+    Rated,
+    Retried,
+    RoundEnded,
+    RunStarted,
+    SampleFailed,
+    SampleLanded,
+)
+from ttc.engine.journal._journal import (
+    Journal,
+    Landed,
+    completed_samples,
+    decode,
+    read_events,
+    read_journal,
+)
+from ttc.engine.journal._rundir import items_sha256, matched_output_tokens
+
+__all__ = [
+    "BatchCreated",
+    "BatchFileUploaded",
+    "BatchUpdated",
+    "DifficultyRated",
+    "Event",
+    "Journal",
+    "Judged",
+    "Landed",
+    "LimiterSampled",
+    "Rated",
+    "Retried",
+    "RoundEnded",
+    "RunStarted",
+    "SampleFailed",
+    "SampleLanded",
+    "completed_samples",
+    "decode",
+    "items_sha256",
+    "matched_output_tokens",
+    "read_events",
+    "read_journal",
+]

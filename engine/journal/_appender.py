@@ -1,0 +1,207 @@
+"""An append-only file of lines written by a thread of its own: whoever appends never waits for
+the disk (the event loop, above all).
+
+What it guarantees (the journal's crash guarantees rest on these):
+- Order: lines reach the file in the order they were appended, and none after one that failed.
+- Promptness: the writer thread wakes the moment a line is appended and hands the OS, in one
+  write, every line appended meanwhile. A line reaches the OS within a few milliseconds (under
+  load, the writer waits at most the interpreter's switch interval, 5 ms, to run), after which
+  it survives the process being killed (SIGKILL included): a killed process loses the lines of
+  its last few milliseconds at most.
+- Durability on demand: `sync` returns once every line appended before it has been written and
+  fsynced (it survives a machine crash); `close` writes every line, fsyncs and closes. Both block
+  their caller: async code calls them in a thread (`_offloop.in_thread`).
+- Errors: a write that fails (a full disk) cuts the file back to its last whole line and stops
+  the writer; the lines appended since are dropped, and the next `append`, `flush`, `sync` or
+  `close` raises the failure as a WriteError (`close` only if nothing raised it before).
+- A torn last line (a process killed in the middle of a write) is cut off when the file is
+  opened again.
+- A process that exits without closing (an interpreter exit, not a kill) still writes what was
+  appended: an `atexit` hook flushes every open file.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import threading
+from pathlib import Path
+
+from ttc.engine.contract._errors import WriteError
+
+__all__ = ["Appender"]
+
+_TAIL_CHUNK = 1 << 16
+
+
+def _whole_lines_size(fd: int) -> int:
+    """The size of the file up to its last newline, read backwards from its end."""
+    pos = os.fstat(fd).st_size
+    while pos > 0:
+        start = max(0, pos - _TAIL_CHUNK)
+        chunk = os.pread(fd, pos - start, start)
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        pos = start
+    return 0
+
+
+class Appender:
+    """Appends lines (bytes ending in a newline) to `path` through a writer thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: list[bytes] = []
+        self._appended = 0  # the file's size once every appended line is written
+        self._written = 0  # the file's size as the OS has it
+        self._failure: OSError | str | None = None
+        self._raised = False
+        self._closing = False
+        self._thread: threading.Thread | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._fd is not None
+
+    def open(self) -> None:
+        """Opens (creating) the file, cuts a torn last line, and starts the writer."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise WriteError(self.path, exc) from exc
+        try:
+            size = _whole_lines_size(fd)
+            if size != os.fstat(fd).st_size:
+                os.ftruncate(fd, size)
+        except OSError as exc:
+            os.close(fd)
+            raise WriteError(self.path, exc) from exc
+        self._fd = fd
+        self._appended = self._written = size
+        self._failure, self._raised, self._closing = None, False, False
+        self._thread = threading.Thread(
+            target=self._run, args=(fd,), name=f"ttc-writer:{self.path.name}", daemon=True
+        )
+        self._thread.start()
+        atexit.register(self._at_exit)
+
+    def append(self, line: bytes) -> int:
+        """Hands one line to the writer and returns at once; returns the line's byte offset."""
+        with self._cond:
+            if self._fd is None:
+                raise RuntimeError(f"{self.path} is not open")
+            self._raise_failure()
+            offset = self._appended
+            self._queue.append(line)
+            self._appended += len(line)
+            self._cond.notify()
+        return offset
+
+    def flush(self) -> None:
+        """Blocks until every line appended so far has reached the OS."""
+        with self._cond:
+            target = self._appended
+            while self._written < target and self._failure is None:
+                self._cond.wait()
+            self._raise_failure()
+
+    def sync(self) -> None:
+        """Blocks until every line appended so far is written and fsynced."""
+        self.flush()
+        fd = self._fd
+        if fd is not None:
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                raise WriteError(self.path, exc) from exc
+
+    def close(self) -> None:
+        """Writes every line appended, fsyncs and closes (blocking); a failure not yet raised
+        is raised here."""
+        if self._fd is None:
+            return
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+        atexit.unregister(self._at_exit)
+        fd, self._fd = self._fd, None
+        try:
+            if self._failure is not None:
+                if not self._raised:
+                    self._raise_failure()
+                return
+            os.fsync(fd)
+        except OSError as exc:
+            raise WriteError(self.path, exc) from exc
+        finally:
+            os.close(fd)
+
+    def _raise_failure(self) -> None:
+        failure = self._failure
+        if failure is None:
+            return
+        self._raised = True
+        if isinstance(failure, OSError):
+            raise WriteError(self.path, failure) from failure
+        raise WriteError(self.path, failure)
+
+    def _at_exit(self) -> None:
+        with contextlib.suppress(Exception):
+            self.flush()
+
+    @staticmethod
+    def _write(fd: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:  # os.write may write less than asked (a full disk, a signal)
+            view = view[os.write(fd, view) :]
+
+    def _run(self, fd: int) -> None:
+        try:
+            self._drain(fd)
+        except BaseException as exc:  # a bug, not the disk: said, never a silent hang
+            with self._cond:
+                self._failure = f"the writer thread failed ({exc!r})"
+                self._cond.notify_all()
+
+    def _drain(self, fd: int) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closing:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                lines, self._queue = self._queue, []
+                start = self._written
+            data = lines[0] if len(lines) == 1 else b"".join(lines)
+            try:
+                self._write(fd, data)
+            except OSError as exc:
+                self._fail(fd, start, lines, exc)
+                return
+            with self._cond:
+                self._written = start + len(data)
+                self._cond.notify_all()
+
+    def _fail(self, fd: int, start: int, lines: list[bytes], exc: OSError) -> None:
+        """Keeps the lines of the failed write that reached the file whole, cuts the rest."""
+        kept = start
+        with contextlib.suppress(OSError):
+            size = os.fstat(fd).st_size
+            for line in lines:
+                if kept + len(line) > size:
+                    break
+                kept += len(line)
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, kept)
+        with self._cond:
+            self._failure = exc
+            self._written = kept
+            self._queue.clear()
+            self._cond.notify_all()

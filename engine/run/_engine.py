@@ -1,0 +1,414 @@
+"""The run loop: Algorithm 1 over rounds, with a barrier between rounds.
+
+    for each round t:
+        rows  = every question K times in warm-up rounds, else allocation.allocate(t)
+                (difficulty-aware allocation first has each question's difficulty rated, once)
+        plan  = intervention.plan(t, rows) in adaptive rounds  # demonstrations per question
+        sampling = intervention.sampling(t)                    # e.g. a temperature schedule
+        RoundRun: replay the journal's samples, send the rest (limiter → retries → provider),
+                  journal each as it lands, judge it in the verifier pool (and by the reward
+                  model, if the judgement has one), account it
+        barrier: round totals; questions new to the demonstration pool join the FAISS index
+
+The engine never calls `asyncio.run` and never touches the loop policy: `Engine.run` is an
+ordinary coroutine, so it embeds in any async service. What stops a run early is the run
+budget's (`_budget`); what a round needs of the run is its `RoundContext`; what a run writes to
+its directory is `_rundir`'s; the host watches through a `RunObserver`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, Mapping, MutableMapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from ttc.engine._util._offloop import in_thread
+from ttc.engine.contract._config import RunConfig
+from ttc.engine.contract._errors import ConfigError, describe_failure
+from ttc.engine.contract._policy import Allotment, DemoPlan
+from ttc.engine.contract._state import RoundStats, RunState, count_into
+from ttc.engine.contract._types import Item, Provider, Suite, Usage, require_parts
+from ttc.engine.journal._events import Event, LimiterSampled, RoundEnded, RunStarted
+from ttc.engine.journal._journal import Journal, Landed, SampleKey, difficulty_ratings
+from ttc.engine.journal._logs import to_run_log
+from ttc.engine.journal._ratelog import sample_limiter
+from ttc.engine.journal._rundir import RunDir
+from ttc.engine.journal._walltime import RunTimer, past_times
+from ttc.engine.run._budget import RunBudget, StopReason
+from ttc.engine.run._observer import RunObserver
+from ttc.engine.run._options import EngineOptions
+from ttc.engine.run._result import RunResult
+from ttc.engine.run._roles import RoleModels
+from ttc.engine.run._round import RoundContext, RoundRun
+from ttc.engine.run._runinfo import RunParts, open_rundir
+from ttc.engine.run._stream import RunEnded, Sink, SolvedWatch, StreamEvent, discard, stream_of
+from ttc.engine.run._verify import VerifierPool, Verifiers
+from ttc.engine.send._cache import ProviderCache
+from ttc.engine.send._limiter import Limiter
+from ttc.engine.send._prices import price_for
+from ttc.engine.send._retry import RetryPolicy
+from ttc.engine.send._tokens import TokenEstimator
+from ttc.engine.strategy._strategy import preset
+from ttc.retrieval import (
+    EmbedderSpec,
+    NoRetrieval,
+    Retrieval,
+    neighbourhood,
+    resolve_embedder,
+)
+
+log = logging.getLogger("ttc")
+
+
+class Engine:
+    """Runs a test set through a provider with a strategy; use as `async with Engine(...)`.
+
+    `resume=True` goes on with the run in `out_dir` from its journal; a directory with no
+    journal, or an empty one, is refused (ConfigError) instead of buying every sample again.
+    `resume=run_begun(out_dir)` goes on with a run if there is one, and starts it if not."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        suite: Suite,
+        config: RunConfig | None = None,
+        *,
+        out_dir: Path | str | None = None,
+        embedder: EmbedderSpec = None,
+        roles: Mapping[str, Provider] | None = None,
+        resume: bool = False,
+        options: EngineOptions | None = None,
+    ) -> None:
+        opts = options or EngineOptions()
+        require_parts(provider, suite, roles or {})
+        self.provider = provider
+        self.suite = suite
+        self.config = cfg = config or RunConfig()
+        self.strategy = opts.strategy or preset(cfg, suite.name)
+        self.rundir = RunDir(Path(out_dir)) if out_dir is not None else None
+        self.resume = resume
+        self._embedder_spec = embedder
+        self.limiter = opts.limiter or Limiter(cfg.rpm, cfg.tpm, cfg.concurrency)
+        self.retry = opts.retry or RetryPolicy(max_attempts=cfg.max_attempts)
+        self._owns_verifiers = opts.verifiers is None
+        self.verifiers: Verifiers = opts.verifiers or VerifierPool(suite, cfg.verifier_workers)
+        # The models besides the policy: `judge` (the reward model), `difficulty` (da).
+        self.models = RoleModels(roles or {}, provider, price_for(provider.model, opts.price))
+        self.roles = self.models.providers
+        self.pricing = self.models.pricing
+        self.observer = opts.observer or RunObserver()
+        self.invocation = opts.invocation
+        self.budget = RunBudget(cfg, self.pricing, self.models.usage)
+        # True while rounds run (not during set-up or the final writing of results).
+        self.running = False
+        self.outputs = TokenEstimator()
+        # The response cache as each model sees it (keyed by its identity), handed to its Sender.
+        self.cache = None if opts.cache is None else ProviderCache(opts.cache, provider)
+        judgement, allocation = self.strategy.judgement, self.strategy.allocation
+        self.models.wire(
+            cfg,
+            self.retry,
+            self.budget,
+            opts.cache,
+            scores=judgement.reward_model,
+            rates=allocation.needs_difficulty,
+        )
+        self.parts = RunParts(cfg, self.strategy, provider, suite, self.roles, self.invocation)
+        self._journal: Journal | None = None
+        # Events of this session that are new work (samples, verdicts, ratings), not replays.
+        self._fresh = 0
+        self._busy = False  # a run is under way (one at a time)
+        # Where a run's events go besides the journal and the observer: its stream.
+        self._sink: Sink = discard
+        self._watch: SolvedWatch | None = None
+
+    @property
+    def stopped(self) -> StopReason | None:
+        """Why the run stopped dispatching, if it did."""
+        return self.budget.stopped
+
+    def stop(self, reason: StopReason | str = "interrupted") -> None:
+        """Stop dispatching: requests in flight finish and are recorded, nothing new is sent.
+        A plain string is the host's own reason: an interruption."""
+        if isinstance(reason, str):
+            reason = StopReason.interrupted(reason)
+        self.budget.stop(reason)
+
+    def cost(self, usage: Usage) -> float | None:
+        """What `usage` cost, by this run's price (None when the model has no known price)."""
+        return self.pricing.cost(usage)
+
+    def role_usage(self, state: RunState) -> dict[str, Usage]:
+        """What each role model has consumed so far (journaled calls replayed included)."""
+        return self.models.usage(state)
+
+    def role_costs(self, state: RunState) -> dict[str, float | None]:
+        """What each role model's calls cost, by its price (None when it has no known price)."""
+        return self.models.costs(state)
+
+    def role_cost(self, state: RunState) -> float | None:
+        """The role models' cost together: 0 with none, None if one of them has no price."""
+        return self.models.cost(state)
+
+    async def __aenter__(self) -> Engine:
+        if self._owns_verifiers:
+            self.verifiers.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._owns_verifiers:
+            await self.verifiers.aclose()
+
+    def stream(self, items: Sequence[Item] | None = None) -> AsyncGenerator[StreamEvent, None]:
+        """Algorithm 1 over `items` (the suite's items by default), as an async iterator of its
+        events as they happen (see `_stream`), ending with `RunEnded`; a run that fails raises
+        from it. Close it early (`contextlib.aclosing`) to cancel the run."""
+        return stream_of(lambda sink: self._run(items, sink))
+
+    async def run(self, items: Sequence[Item] | None = None) -> RunResult:
+        """Algorithm 1 over `items` (the suite's items by default); returns when all rounds end.
+        The stream's events, unread."""
+        async with contextlib.aclosing(self.stream(items)) as events:
+            async for event in events:
+                if isinstance(event, RunEnded):
+                    return event.result
+        raise AssertionError("a run's stream ends with RunEnded")  # pragma: no cover
+
+    def _claim(self) -> None:
+        """An engine runs one run at a time, and none once it was told to stop."""
+        if self._busy:
+            raise RuntimeError(
+                "this Engine is already running: an Engine runs one run at a time "
+                "(make one Engine per concurrent run; they may share a VerifierPool)"
+            )
+        if self.stopped is not None:
+            raise RuntimeError(
+                f"this Engine was stopped ({self.stopped}), so it sends nothing more: "
+                "make a new Engine (with resume=True to go on with its run directory)"
+            )
+        self._busy = True
+
+    async def _run(self, items: Sequence[Item] | None, sink: Sink) -> RunResult:
+        self._claim()
+        try:
+            return await self._run_claimed(items, sink)
+        finally:
+            self._busy = False
+
+    async def _run_claimed(self, items: Sequence[Item] | None, sink: Sink) -> RunResult:
+        items = list(self.suite.items() if items is None else items)
+        if not items:
+            raise ConfigError("the test set is empty")
+        # Self-consistency groups answers by the suite's notion of equivalence, if it has one.
+        state = await in_thread(RunState, items, self.strategy.judgement, self.suite.answer_key)
+        timer = RunTimer()
+        self._sink, self._watch = sink, SolvedWatch(state, sink)
+        async with contextlib.AsyncExitStack() as stack:
+            done, embedding = await self._open(stack, state, timer)
+            try:
+                await self._rounds(state, done, embedding, timer)
+            except Exception as exc:
+                # Written into summary.json as the run's reason to stop, and raised as itself.
+                self._failed(exc)
+                raise
+            ran = [stats.complete for stats in state.rounds]
+            if self.stopped is None and ran == [True] * self.config.rounds:
+                self._watch.give_up()  # every round ran to its barrier
+        return RunResult(
+            state.items,
+            state.records,
+            state.rounds,
+            timer.wall,
+            None if self.rundir is None else self.rundir.path,
+            state,
+            self.stopped,
+        )
+
+    def _failed(self, exc: BaseException) -> None:
+        """The run stops for `exc`: its reason (for summary.json), and its traceback in the log
+        (once)."""
+        if self.stopped is None:
+            self.budget.stop(StopReason.failed(describe_failure(exc)))
+            to_run_log(logging.ERROR, f"the run failed: {describe_failure(exc)}", exc)
+
+    async def _open(
+        self, stack: contextlib.AsyncExitStack, state: RunState, timer: RunTimer
+    ) -> tuple[MutableMapping[SampleKey, Landed], asyncio.Task[Retrieval] | None]:
+        """Sets a run up; `stack` undoes each part, in reverse, when the run ends however."""
+        cfg = self.config
+        needs_vectors = self.strategy.needs_embeddings and cfg.rounds > cfg.warmup_rounds
+        # What can be refused is refused before anything is written (a refused resume leaves a
+        # run as it was), or (the embedder, which run.log names) before the journal or a request.
+        self.parts.check_prices(self.pricing)
+        done: MutableMapping[SampleKey, Landed] = {}
+        if self.rundir is not None:  # checked, locked, opened; on resume, the journal's samples
+            description = await in_thread(self.parts.describe, state.items)  # its checksum
+            done = await open_rundir(stack, self.rundir, description, resume=self.resume)
+        if self.resume and self.rundir is not None:  # its time goes on from its sessions'
+            timer.past = await asyncio.to_thread(past_times, self.rundir.journal_path)
+        self.parts.warn_prices(self.pricing)
+        embedder = resolve_embedder(self._embedder_spec) if needs_vectors else None
+        if not self.verifiers.started:  # a pool this run starts, this run closes
+            self.verifiers.start()
+            stack.push_async_callback(self.verifiers.aclose)
+        self.running = True
+        stack.push_async_callback(in_thread, self._write_results, state, timer)
+        if self.rundir is not None:  # closed, then no longer written to
+            self._journal = Journal(self.rundir.journal_path).open()
+            stack.push_async_callback(in_thread, self._journal.close)
+            stack.callback(setattr, self, "_journal", None)
+        if done and self.rundir is not None:  # da's ratings the journal holds are not asked again
+            known = await in_thread(difficulty_ratings, self.rundir.journal_path)
+        else:
+            known = {}
+        self.models.start_estimates(known, self._emit, cfg.concurrency, self.budget.is_stopped)
+        self._emit(RunStarted(bool(done), timer.started_at))
+        stack.callback(asyncio.create_task(sample_limiter(self.limiter, self._emit)).cancel)
+        self.observer.run_started(state, cfg.rounds, self.cost)
+        stack.push_async_callback(lambda: self.observer.run_ended(self.stopped))
+        embedding = None
+        if embedder is not None:  # in a thread, while the warm-up runs: a model loads slowly
+            log.info("questions are embedded with the %s embedder", embedder.name)
+            cache = None if self.rundir is None else self.rundir.embeddings_path
+            embedding = asyncio.create_task(neighbourhood(state, embedder, cache, cfg.index))
+            stack.callback(embedding.cancel)
+        # Undone first: the rounds' totals as they stood, before anything else is closed.
+        stack.callback(self._finish_rounds, state, timer)
+        return done, embedding
+
+    def _emit(self, event: Event) -> None:
+        """Journals an event (when the run has a directory) and shows it to the observer."""
+        self._fresh += not isinstance(event, RunStarted | RoundEnded | LimiterSampled)
+        if self._journal is not None:
+            self._journal.append(event)
+        self.observer.event(event)
+        self._sink(event)
+
+    def _finish_rounds(self, state: RunState, timer: RunTimer) -> None:
+        self.running = False
+        for stats in state.rounds:
+            if not stats.complete:  # stopped mid-round: report the round as it stood
+                count_into(state, stats)
+                stats.wall_s = stats.wall_s or timer.round_done(stats.round)
+        timer.stop()
+
+    def _write_results(self, state: RunState, timer: RunTimer) -> None:
+        self.running = False
+        timer.stop()
+        state.simulated |= self.provider.simulated
+        if self.rundir is None:
+            return
+        if self.resume and not self._fresh and self.rundir.finished():
+            # A finished run resumed with nothing new done (if stopped while it replayed too).
+            log.info("nothing new to do: the run's reports are left as they were")
+            return
+        extra = self.parts.summary_extra(
+            self.models.summary(state),
+            self.pricing,
+            self.role_cost(state),
+            self.stopped,
+            state,
+            self.limiter.stragglers.copies,
+        )
+        self.rundir.write_results(state, extra, timer.wall, self.cost)
+
+    async def _rounds(
+        self,
+        state: RunState,
+        done: MutableMapping[SampleKey, Landed],
+        embedding: asyncio.Task[Retrieval] | None,
+        timer: RunTimer,
+    ) -> None:
+        cfg = self.config
+        retrieval: Retrieval | None = None
+        journaled = {key[0] for key in done} | timer.past.ended
+        for t in range(1, cfg.rounds + 1):
+            # A budget stops new work, not the replay of the rounds the journal holds (samples, or
+            # the end of one with nothing to sample): a finished run stays finished.
+            if t not in journaled:
+                self.budget.check(state)
+            if self.stopped is not None:
+                break
+            adaptive = t > cfg.warmup_rounds
+            stats = RoundStats(round=t, adaptive=adaptive)
+            state.rounds.append(stats)  # an interrupted round is reported as incomplete
+            self.observer.round_started(stats)
+            if adaptive and retrieval is None and embedding is not None:
+                self.observer.waiting("the embedder (loading its model, embedding the questions)")
+                retrieval = await embedding
+                self.observer.waiting(None)
+            if adaptive and retrieval is not None:  # the pool as the last barrier left it
+                await asyncio.to_thread(retrieval.sync)
+            await self._round(state, stats, retrieval, done)
+            stats.wall_s = timer.round_done(t)  # what the round waited for included
+            stats.complete = stats.samples == stats.planned
+            await self._end_round(stats)
+            if not stats.complete:
+                break
+
+    def _context(self) -> RoundContext:
+        return RoundContext(
+            self.config,
+            self.suite,
+            self.strategy.judgement,
+            self.provider,
+            self.limiter,
+            self.retry,
+            self.verifiers,
+            self.models.scorer,
+            self.budget,
+            self.outputs,
+            self._emit,
+            self.cache,
+            self._watch,
+            self._failed,
+        )
+
+    async def _round(
+        self,
+        state: RunState,
+        stats: RoundStats,
+        retrieval: Retrieval | None,
+        done: MutableMapping[SampleKey, Landed],
+    ) -> None:
+        t, k = stats.round, self.config.k
+        strategy = self.strategy
+        # Algorithm 1's warm-up samples every question ("for each x in S"); the allocation
+        # decides from the first adaptive round on.
+        allotment: Allotment = dict.fromkeys(range(state.n), k)
+        if stats.adaptive:
+            allotment = await self._allot(state, t)
+        plan: DemoPlan = {}
+        if stats.adaptive and allotment:
+            hood = retrieval if retrieval is not None else NoRetrieval()
+            rows = list(allotment)
+            plan = await asyncio.to_thread(strategy.intervention.plan, t, rows, state, hood)
+        sampling = strategy.intervention.sampling(t, self.config.sampling)
+        await RoundRun(self._context(), state, stats, done).run(allotment, plan, sampling)
+
+    async def _allot(self, state: RunState, t: int) -> Allotment:
+        """An adaptive round's samples per question, by the allocation."""
+        allocation, k = self.strategy.allocation, self.config.k
+        # Rated once, and only when the allotment will read the ratings (a matched budget the
+        # warm-up already spent needs none).
+        estimates = self.models.estimates
+        if estimates is not None and not state.difficulty and allocation.needs_ratings(t, state, k):
+            fresh = self._fresh
+            await estimates.rate(state, state.unsolved_rows())
+            if self._fresh > fresh:  # ratings bought (not replayed) count towards a budget
+                self.budget.check(state)
+        return allocation.allocate(t, state, k)
+
+    async def _end_round(self, stats: RoundStats) -> None:
+        log.info("%s", stats.describe(self.config.rounds))
+        self._emit(RoundEnded.of(stats))
+        if self._journal is not None:  # in a thread, never holding the loop
+            await in_thread(self._journal.sync)

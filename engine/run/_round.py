@@ -1,0 +1,406 @@
+"""One round of Algorithm 1: replay what the journal already has, send the rest, judge, account.
+
+A sample is journaled the moment it lands (text and usage: paid work is never lost); then, as it
+is judged, the reward model's rating (`judge`, only with a reward judge) and the verdict. A sample
+the journal holds is replayed instead of sent; one that landed but was never judged (the run
+stopped in between) is judged now, not bought again, and a rating the journal holds is not asked
+again. Once a sample's verdict is journaled, a rating that failed stays failed (the response
+scored 0, as it was then): what a finished round decided never changes on resume.
+
+A round sees its run through a `RoundContext`: the parts it needs, not the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from dataclasses import dataclass, replace
+
+from ttc.engine._util._offloop import pause
+from ttc.engine._util._pool import bounded
+from ttc.engine.contract._config import RunConfig
+from ttc.engine.contract._errors import ProviderError
+from ttc.engine.contract._policy import Allotment, DemoPlan, DemoRef
+from ttc.engine.contract._state import Pick, RoundStats, RunState, Scored, count_into, sample_seed
+from ttc.engine.contract._types import (
+    Completion,
+    Demo,
+    Item,
+    Message,
+    Provider,
+    Request,
+    Sampling,
+    Suite,
+    Usage,
+    Verdict,
+)
+from ttc.engine.journal._events import Event, Judged, Retried, SampleFailed, SampleLanded
+from ttc.engine.journal._journal import Landed, Replays, SampleKey
+from ttc.engine.run._budget import RunBudget
+from ttc.engine.run._scheduler import run_round
+from ttc.engine.run._stream import SolvedWatch
+from ttc.engine.run._verify import Verifiers
+from ttc.engine.run.batch._batch_round import BatchRound
+from ttc.engine.send._cache import ProviderCache
+from ttc.engine.send._limiter import Limiter
+from ttc.engine.send._retry import RetryPolicy
+from ttc.engine.send._sender import Job, Outcome, Sender
+from ttc.engine.send._tokens import TokenEstimator
+from ttc.engine.strategy._judges import Judgement, Noisy, RewardResult, RoleCaller
+
+log = logging.getLogger("ttc")
+
+
+@dataclass(frozen=True, slots=True)
+class RoundContext:
+    """What a round needs of its run: the config, the send path, the judges, the budget, and
+    where its events go (the journal and the run's observer)."""
+
+    config: RunConfig
+    suite: Suite
+    judgement: Judgement
+    provider: Provider
+    limiter: Limiter
+    retry: RetryPolicy
+    verifiers: Verifiers
+    scorer: RoleCaller | None
+    budget: RunBudget
+    outputs: TokenEstimator
+    emit: Callable[[Event], None]
+    # The response cache as the policy model sees it, if the host gave one.
+    cache: ProviderCache | None = None
+    # Tells the stream each question's resolution as it happens.
+    watch: SolvedWatch | None = None
+    # Told of an error that fails the run (a bug in a provider, a judge that raised): it stops
+    # the dispatch at once; the round raises the error once the requests in flight have landed.
+    fail: Callable[[Exception], None] = lambda exc: None
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the run is stopping: nothing new is dispatched."""
+        return self.budget.is_stopped()
+
+
+@dataclass(frozen=True, slots=True)
+class _Replayed:
+    """A journaled sample as this round replays it: what it settles, and what is new."""
+
+    row: int
+    k: int
+    landed: Landed
+    # Judged (or rated) in this session, not read back: journaled anew.
+    fresh_verdict: bool = False
+    fresh_rating: RewardResult | None = None
+
+
+class RoundRun:
+    """The jobs, callbacks and totals of round `stats.round`."""
+
+    def __init__(
+        self,
+        ctx: RoundContext,
+        state: RunState,
+        stats: RoundStats,
+        done: MutableMapping[SampleKey, Landed],
+    ) -> None:
+        self.ctx = ctx
+        self.state = state
+        self.stats = stats
+        self.t = stats.round
+        self.done = done
+        self.judgement = ctx.judgement
+        self.gamma = ctx.config.gamma
+        # The demonstrations as they stood when the round was planned: a question in the pool
+        # may be sampled in this round too (noisy fallback), and its prompts must not depend on
+        # the order in which samples land. The state's own (immutable) picks, their texts
+        # unpacked only as a prompt is rendered: a round may show a million of them.
+        self.demos: dict[int, Pick] = {}
+        # While the journal's samples are replayed the budget is not checked: it stops new
+        # work, and a replay costs nothing.
+        self._replaying = False
+
+    async def run(self, allotment: Allotment, plan: DemoPlan, sampling: Sampling) -> None:
+        """Replays, then sends every remaining sample of `allotment`, judging each as it lands."""
+        self.stats.active = len(allotment)
+        self.stats.planned = sum(allotment.values())
+        self._snapshot(plan)
+        replayed = await self._replay(allotment)
+        self.stats.replayed = len(replayed)
+        to_send = self.stats.planned - len(replayed)
+        if to_send:
+            self.ctx.budget.check(self.state)  # before anything new is bought
+        if to_send and not self.ctx.stopped:
+            jobs = self._jobs(allotment, plan, sampling, replayed)
+            batch = self.ctx.provider.batch
+            if batch is None:
+                await self._send(jobs, to_send)
+            else:  # through the vendor's Batch API; a resume polls the batches journaled
+                known = self.done.batches.get(self.t, []) if isinstance(self.done, Replays) else []
+                await BatchRound(self, batch, known).send(jobs)
+        count_into(self.state, self.stats)
+        if self.ctx.watch is not None:  # resolved at the barrier (self-consistency's consensus)
+            self.ctx.watch.sweep(self.t, replayed=not self.stats.sent)
+
+    async def _send(self, jobs: Iterator[Job], to_send: int) -> None:
+        ctx, cfg, stats = self.ctx, self.ctx.config, self.stats
+        seed = sample_seed(cfg.seed, "", self.t, 0)
+        sender = Sender(
+            ctx.provider,
+            ctx.limiter,
+            ctx.retry,
+            cfg.timeout_s,
+            self.on_retry,
+            seed=seed,
+            cache=ctx.cache,
+        )
+        workers = min(cfg.concurrency, to_send)
+        # A few verify workers per verifier process keep every process busy.
+        verifiers = min(workers, max(4, 4 * cfg.verifier_workers))
+
+        async def send(job: Job) -> Outcome:
+            stats.sent += 1  # a request goes out (answered, or cut off by a stop, or not)
+            return await sender.send_with_retry(job)
+
+        # Fed through the limiter: once all are taken, stragglers are hedged.
+        await run_round(
+            ctx.limiter.fed(jobs),
+            send,
+            self.on_landed,
+            self.on_judged,
+            workers=workers,
+            verifiers=verifiers,
+            stopped=lambda: ctx.stopped,
+            on_failure=ctx.fail,
+        )
+
+    def _snapshot(self, plan: DemoPlan) -> None:
+        for refs in plan.values():
+            for ref in refs:
+                if not isinstance(ref, Demo) and ref[0] not in self.demos:
+                    pick = self.state.demo(ref[0])
+                    if pick is not None and pick.packed is not None:
+                        self.demos[ref[0]] = pick
+
+    def _key(self, row: int, k: int) -> tuple[int, str, int]:
+        return (self.t, self.state.items[row].id, k)
+
+    async def _replay(self, allotment: Allotment) -> set[tuple[int, int]]:
+        """Accounts the journal's samples of this round; returns their (row, k). A sample the
+        journal has judged (and rated) is settled as it is taken, in short turns of the loop, so
+        a large journal is never held decoded at once (the garbage collector's pauses stop the
+        host's loop too); the others are judged (and rated) first, together."""
+        keys, found = set(), []
+        rated = not self.judgement.reward_model or self.ctx.scorer is None
+        for row, count in allotment.items():
+            await pause()
+            for k in range(count):
+                landed = self.done.pop(self._key(row, k), None)
+                if landed is None:
+                    continue
+                keys.add((row, k))
+                if landed.verdict is not None and (rated or landed.rating is not None):
+                    self._settle_replayed(_Replayed(row, k, landed))
+                else:
+                    found.append(_Replayed(row, k, landed))
+        found = await self._judge_unjudged(found)
+        found = await self._rate_unrated(found)
+        for r in found:
+            await pause()
+            self._settle_replayed(r)
+        return keys
+
+    async def _judge_unjudged(self, found: list[_Replayed]) -> list[_Replayed]:
+        """Samples that landed but were never judged (the run stopped in between): judged now."""
+        unjudged = [r for r in found if r.landed.verdict is None]
+        if not unjudged:
+            return found
+        pairs = [(self.state.items[r.row], r.landed.sample.text) for r in unjudged]
+        verdicts = await self.ctx.verifiers.judge_many(pairs)
+        judged = {
+            (r.row, r.k): replace(r, landed=replace(r.landed, verdict=v), fresh_verdict=True)
+            for r, v in zip(unjudged, verdicts, strict=True)
+        }
+        return [judged.get((r.row, r.k), r) for r in found]
+
+    async def _rate_unrated(self, found: list[_Replayed]) -> list[_Replayed]:
+        """The reward model's ratings the journal lacks: asked now. A verdict settles the sample,
+        its rating included, even a failed one; a failed rating with no verdict is asked again."""
+        scorer = self.ctx.scorer
+        if not self.judgement.reward_model or scorer is None:
+            return found
+
+        def unrated(r: _Replayed) -> bool:
+            rating = r.landed.rating
+            if rating is None:
+                return True
+            return rating.error is not None and r.fresh_verdict
+
+        todo = [r for r in found if unrated(r)]
+        rated: dict[tuple[int, int], _Replayed] = {}
+
+        async def rate(r: _Replayed) -> None:
+            item = self.state.items[r.row]
+            reward = await scorer.score(item, self.t, r.k, r.landed.sample.text)
+            rated[(r.row, r.k)] = replace(r, fresh_rating=reward)
+
+        await bounded(todo, rate, self.ctx.config.concurrency)
+        return [rated.get((r.row, r.k), r) for r in found]
+
+    def _settle_replayed(self, r: _Replayed) -> None:
+        reward = r.fresh_rating
+        if reward is not None:
+            self._emit_rating(r.row, r.k, reward)
+        elif r.landed.rating is not None:
+            reward = RewardResult.from_event(r.landed.rating)
+        sample, verdict = r.landed.sample, r.landed.verdict
+        assert verdict is not None  # _judge_unjudged gave every sample one
+        self.stats.retries += max(0, sample.attempts - 1)  # as the session that bought it counted
+        self.state.simulated |= sample.simulated
+        emit = r.fresh_verdict or r.fresh_rating is not None
+        self._replaying = True
+        try:
+            self._settle(r.row, r.k, sample.text, sample.usage, verdict, reward, emit=emit)
+        finally:
+            self._replaying = False
+
+    def _jobs(
+        self, allotment: Allotment, plan: DemoPlan, sampling: Sampling, skip: set[tuple[int, int]]
+    ) -> Iterator[Job]:
+        """The samples to send: the allotment's, less those replayed (`skip`), whose prompts
+        are never rendered."""
+        cfg, suite, state = self.ctx.config, self.ctx.suite, self.state
+        for row, count in allotment.items():
+            if self.ctx.stopped:
+                return  # stop dispatching; what is in flight finishes and is recorded
+            todo = [k for k in range(count) if (row, k) not in skip]
+            if not todo:
+                continue
+            item = state.items[row]
+            demos = self._demos(plan.get(row, ()))
+            # With no solved neighbour yet, an adaptive prompt has nothing to show: zero-shot.
+            prompt = suite.adaptive_prompt(item, demos) if demos else suite.warmup_prompt(item)
+            est = self.ctx.outputs.estimate(len(prompt))
+            messages = (Message("user", prompt),)
+            for k in todo:
+                seeded = replace(sampling, seed=sample_seed(cfg.seed, item.id, self.t, k))
+                yield Job(row, self.t, k, Request(messages, seeded, 1, item.id, demos), est)
+
+    def _demos(self, refs: Sequence[DemoRef]) -> tuple[Demo, ...]:
+        items, demos = self.state.items, []
+        for ref in refs:
+            if isinstance(ref, Demo):
+                demos.append(ref)
+            elif (pick := self.demos.get(ref[0])) is not None and (text := pick.text) is not None:
+                demos.append(Demo(items[ref[0]].id, items[ref[0]].question, text, ref[1]))
+        return tuple(demos)
+
+    def on_retry(self, job: Job, attempt: int, error: ProviderError, delay: float) -> None:
+        """One failed attempt that will be retried: counted and journaled."""
+        self.stats.retries += 1
+        self.stats.rate_limited += error.kind == "rate_limited"
+        key = self._key(job.row, job.k)
+        self.ctx.emit(Retried(*key, attempt, error.kind, str(error)[:500], round(delay, 3)))
+
+    def on_landed(self, job: Job, outcome: Outcome) -> None:
+        """A sample's final outcome: journaled at once (a response, or its last error)."""
+        key = self._key(job.row, job.k)
+        demos = tuple(d.item_id for d in job.request.demos)
+        temperature = job.request.sampling.temperature
+        comp, ctx = outcome.completion, self.ctx
+        if comp is None:
+            assert outcome.error is not None
+            err = outcome.error
+            self.stats.rate_limited += err.kind == "rate_limited"
+            message = str(err)[:500]
+            ctx.emit(SampleFailed(*key, err.kind, message, outcome.attempts, demos, temperature))
+            self._settle(job.row, job.k, None, Usage(), None, None, emit=False)
+            ctx.budget.sample_failed(err)
+            return
+        ctx.budget.sample_answered()
+        ctx.outputs.observe_usage(comp.usage)
+        latency = round(comp.latency_s, 4)
+        text, usage, attempts = comp.texts[0], comp.usage, outcome.attempts
+        self.state.simulated |= comp.simulated
+        ctx.emit(
+            SampleLanded(*key, text, usage, attempts, demos, temperature, latency, comp.simulated)
+        )
+
+    async def on_judged(self, group: list[tuple[Job, Completion]]) -> None:
+        """Judges landed samples (and has them rated, with a reward judge), then accounts them."""
+        items = [self.state.items[job.row] for job, _ in group]
+        pairs = [(item, comp.texts[0]) for item, (_, comp) in zip(items, group, strict=True)]
+        rewards: list[RewardResult | None] = [None] * len(group)
+        scorer, verifiers = self.ctx.scorer, self.ctx.verifiers
+        if self.judgement.reward_model and scorer is not None:
+            ratings = asyncio.gather(
+                *(
+                    scorer.score(item, self.t, job.k, comp.texts[0])
+                    for item, (job, comp) in zip(items, group, strict=True)
+                )
+            )
+            verdicts, rated = await asyncio.gather(verifiers.judge_many(pairs), ratings)
+            rewards = list(rated)
+        else:
+            verdicts = await verifiers.judge_many(pairs)
+        for (job, comp), verdict, reward in zip(group, verdicts, rewards, strict=True):
+            await pause()  # a batch of verdicts is accounted in short turns of the loop
+            if reward is not None:
+                self._emit_rating(job.row, job.k, reward)
+            self._settle(job.row, job.k, comp.texts[0], comp.usage, verdict, reward, emit=True)
+
+    def _emit_rating(self, row: int, k: int, reward: RewardResult) -> None:
+        self.ctx.emit(reward.to_event(*self._key(row, k)))
+
+    def _settle(
+        self,
+        row: int,
+        k: int,
+        text: str | None,
+        usage: Usage,
+        verdict: Verdict | None,
+        reward: RewardResult | None,
+        *,
+        emit: bool,
+    ) -> None:
+        """Judges one finished sample by the strategy's judgement and accounts it."""
+        stats, state = self.stats, self.state
+        stats.samples += 1
+        stats.usage = stats.usage + usage
+        if reward is not None:
+            stats.judge_calls += reward.error is None
+            stats.judge_usage = stats.judge_usage + reward.usage
+            stats.judge_unparsed += reward.unparsed
+            stats.judge_errors += reward.error is not None
+        if text is None or verdict is None:
+            stats.errors += 1
+            state.record_error(row, usage)
+            if not self._replaying:
+                self.ctx.budget.check(state)
+            return
+        item: Item = state.items[row]
+        scored = Scored(item.id, self.t, k, verdict.score, verdict.answer, _share(reward))
+        accepted = self.judgement.accepts(scored)
+        correct = verdict.score >= self.gamma
+        if emit:
+            self.ctx.emit(self._verdict_event(row, k, scored, correct, accepted))
+        stats.passed += accepted
+        state.record_sample(row, self.t, k, text, usage, scored, correct, accepted)
+        if accepted and self.ctx.watch is not None:
+            self.ctx.watch.check(row, self.t, replayed=self._replaying)
+        if not self._replaying:
+            self.ctx.budget.check(state)
+
+    def _verdict_event(
+        self, row: int, k: int, scored: Scored, correct: bool, accepted: bool
+    ) -> Judged:
+        flipped = self.judgement.flipped(scored) if isinstance(self.judgement, Noisy) else None
+        key = self._key(row, k)
+        return Judged(*key, scored.score, scored.answer, correct, accepted, scored.reward, flipped)
+
+
+def _share(reward: RewardResult | None) -> float | None:
+    """The share of the scale the reward model gave; an unreadable or failed rating is 0."""
+    if reward is None:
+        return None
+    return 0.0 if reward.reward is None else reward.reward

@@ -1,0 +1,125 @@
+"""One round of requests: a bounded pipeline of two worker pools under one `asyncio.TaskGroup`.
+
+    jobs (lazy) ─► request workers ─► Sender.send_with_retry ─► cache | limiter ─► provider
+                                      │
+                                      ├─► on_landed (journaled at once: never lost)
+                                      └─► landed batches ─► verify workers ─► on_judged
+                                                            (in batches of what landed)
+
+Request workers are as many as the concurrency cap, verify workers a few per verifier process;
+both are the engine's one worker pool (`bounded`). Jobs are built lazily, one per free worker,
+and the landed queue is bounded, so no task or prompt exists for work that cannot start yet, and
+memory stays flat however large the test set. A sample goes to the verifiers the moment it
+lands, while other requests are still in flight; a verify worker takes everything that has
+landed meanwhile (up to `batch` samples) in one go, because a round trip to a verifier process
+costs far more than judging one response.
+
+A failure that is not a provider's refusal (a bug in a provider, a suite's judge that raised, a
+verifier pool that broke) stops the dispatch through `on_failure`; requests in flight still land
+and are journaled, and the first such error is raised, as itself, once they have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+
+from ttc.engine._util._pool import Batches, bounded
+from ttc.engine.contract._types import Completion
+from ttc.engine.send._sender import Job, Outcome
+
+__all__ = ["run_round", "single"]
+
+Landed = tuple[Job, Completion]
+# A verify worker takes what has landed meanwhile, up to this many samples, in one round trip.
+BATCH = 64
+
+
+def _never() -> bool:
+    return False
+
+
+def _ignore(exc: Exception) -> None:
+    return None
+
+
+class _Failures:
+    """The errors that failed a round: the first stops the dispatch (`on_failure`)."""
+
+    def __init__(self, on_failure: Callable[[Exception], None]) -> None:
+        self.errors: list[Exception] = []
+        self._on_failure = on_failure
+
+    def add(self, exc: Exception) -> None:
+        if not self.errors:
+            self._on_failure(exc)
+        self.errors.append(exc)
+
+
+async def run_round(
+    jobs: Iterable[Job] | AsyncIterator[Job],
+    sender: Callable[[Job], Awaitable[Outcome]],
+    on_landed: Callable[[Job, Outcome], None],
+    on_judged: Callable[[list[Landed]], Awaitable[None]],
+    *,
+    workers: int,
+    verifiers: int,
+    stopped: Callable[[], bool] = _never,
+    on_failure: Callable[[Exception], None] = _ignore,
+) -> None:
+    """Sends every job through `sender` (a `Sender.send_with_retry`); `on_landed` sees each
+    outcome at once, `on_judged` the answered ones.
+
+    Once `stopped()` is true, jobs not yet taken are dropped unsent (a resumed run sends them);
+    requests in flight finish. An error raised by a send (other than the provider's refusals,
+    which the sender turns into outcomes) or by `on_judged` goes to `on_failure` (which stops
+    the dispatch) and is raised once the requests in flight have landed; a batch whose judging
+    failed stays unjudged (a resumed run judges it).
+    """
+    landed: Batches[Landed] = Batches(maxsize=2 * workers, batch=BATCH)
+    failures = _Failures(on_failure)
+
+    async def send(job: Job) -> None:
+        if stopped() or failures.errors:
+            return
+        try:
+            outcome = await sender(job)
+        except Exception as exc:
+            failures.add(exc)
+            return
+        on_landed(job, outcome)
+        if outcome.completion is not None:
+            await landed.put((job, outcome.completion))
+
+    async def judge(group: list[Landed]) -> None:
+        # Every batch is taken off the queue, judged or not: senders never wait on a full one.
+        if not failures.errors:
+            try:
+                await on_judged(group)
+            except Exception as exc:
+                failures.add(exc)
+
+    try:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(bounded(landed, judge, verifiers))
+            await bounded(jobs, send, workers)
+            await landed.close()
+    except BaseExceptionGroup as group:
+        raise single(group) from None
+    if failures.errors:
+        raise failures.errors[0]
+
+
+def single(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one error behind a task group's (nested) group, so that a caller's `except
+    ValueError` sees it; the group itself when its tasks failed in different ways."""
+    leaves: list[BaseException] = []
+    todo: list[BaseException] = [group]
+    while todo:
+        exc = todo.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            todo.extend(exc.exceptions)
+        elif not isinstance(exc, asyncio.CancelledError):
+            leaves.append(exc)
+    kinds = {(type(exc), str(exc)) for exc in leaves}
+    return leaves[0] if len(kinds) == 1 else group

@@ -1,0 +1,365 @@
+"""Per-endpoint limits: requests per minute, tokens per minute, an adaptive concurrency cap, and a
+gate that honours the server's own word on when it will take requests again.
+
+`Limiter.slot()` waits, in order, for a concurrency place, the gate, one RPM unit and the
+request's TPM units, and yields a `Ticket`. Rate units are taken last because a request holding
+one must be about to send: a unit taken while the request still queues for a place is spent on
+nothing, and the provider sees fewer requests per minute than it allows. Cancelling a waiter at
+any stage gives back what it holds.
+
+Sitting at a quota without tripping it. A server counts requests in a window (a minute for
+OpenAI; shorter for `ttc serve --window`). A bucket that may burst its whole minute at once and
+then refills at the full rate puts nearly two minutes' worth into the first window, so requests
+are paced at `(1 - headroom)` of the limit until the server's own headers show its window, and
+the TPM bucket bursts `headroom` of a minute's tokens: any window then holds at most the limit.
+
+- RPM: `RequestPace` (`_pace`): even pacing on a schedule that the loop's lateness does not
+  slow, or, once the headers have shown the server's sliding window, that window's budget sent
+  as soon as it has room (a sliding window admits its whole budget at any moment).
+- TPM: `TokenPace`, a GCRA (a virtual "bucket empty at" time), because a request's tokens are
+  only estimated when it starts: the estimate is charged up front and corrected (either way)
+  once the usage is known, and a request larger than the burst passes once the bucket is empty
+  instead of being refused.
+- Concurrency: AIMD. The cap grows by about one place per cap's worth of clean responses and is
+  cut by `decrease` once per rate-limit episode: refusals of requests that started before the
+  cut are the same episode and do not cut again.
+- Limits the server announces (`x-ratelimit-limit-*`, parsed into `RateInfo` by the adapter)
+  start the buckets when none were configured and lower them when they are stricter. A response
+  saying nothing is left (`remaining` 0) closes the gate until its reset time (unless a learnt
+  window is full by design), for at most `MAX_RETRY_AFTER_S` (60 s: a reset announced for next
+  year is not waited for); a refused request waits at least its retry-after before its own retry
+  (the retry policy, with the same cap). Nothing ever sleeps for everyone: in-flight requests
+  are never held, and waits are timers on futures.
+- Stragglers (`_stragglers`): once the work fed through `fed()` has all been taken and none waits
+  for a slot (the end of a run or of a round), an attempt far slower than the others gets a
+  second copy, so that a hang does not hold the end until its timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import math
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import TypeVar
+
+from ttc.engine.contract._errors import ConfigError
+from ttc.engine.contract._types import RateInfo
+from ttc.engine.send._pace import RequestPace, TokenPace, Window
+from ttc.engine.send._retry import MAX_RETRY_AFTER_S
+from ttc.engine.send._stragglers import Stragglers
+
+Ticket = int
+T = TypeVar("T")
+"""The sequence number of a slot: which rate-limit episode a refusal belongs to."""
+
+
+def _positive_or_none(name: str, value: float | None) -> float | None:
+    # `not value > 0` also rejects NaN, which would make every bucket comparison false.
+    if value is not None and not (value > 0 and math.isfinite(value)):
+        raise ConfigError(f"{name} must be > 0 or unset (unlimited), got {value!r}")
+    return value
+
+
+class _AdaptiveCap:
+    """A semaphore whose size moves: additive increase, multiplicative decrease (AIMD)."""
+
+    def __init__(self, ceiling: int, adaptive: bool, decrease: float) -> None:
+        self.ceiling = ceiling
+        self.adaptive = adaptive
+        self.decrease = decrease
+        self.cap = float(ceiling)
+        self.held = 0
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    @property
+    def limit(self) -> int:
+        return max(1, math.floor(self.cap))
+
+    async def acquire(self) -> None:
+        if self.held < self.limit and not self._waiters:
+            self.held += 1
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await fut
+        except BaseException:
+            if fut.done() and not fut.cancelled():
+                # Woken and handed a place, then cancelled before using it: pass it on.
+                self.held -= 1
+                self._wake()
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(fut)
+            raise
+
+    def release(self) -> None:
+        self.held -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self.held < self.limit:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                self.held += 1
+                fut.set_result(None)
+
+    def grow(self) -> None:
+        if self.adaptive and self.cap < self.ceiling:
+            self.cap = min(float(self.ceiling), self.cap + 1.0 / self.cap)
+            self._wake()
+
+    def cut(self) -> None:
+        if self.adaptive:
+            self.cap = max(1.0, self.cap * self.decrease)
+
+
+class Limiter:
+    """Caps requests per minute, tokens per minute and concurrent requests for one endpoint."""
+
+    def __init__(
+        self,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        max_concurrency: int = 64,
+        *,
+        period: float = 60.0,
+        headroom: float = 0.02,
+        adaptive: bool = True,
+        decrease: float = 0.7,
+        learn_window: bool = True,
+    ) -> None:
+        _positive_or_none("rpm", rpm)
+        _positive_or_none("tpm", tpm)
+        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
+            raise ConfigError(f"max_concurrency must be an integer, got {max_concurrency!r}")
+        if max_concurrency <= 0:
+            raise ConfigError(f"max_concurrency must be >= 1, got {max_concurrency!r}")
+        if not (period > 0 and math.isfinite(period)):
+            raise ConfigError(f"period must be a positive number of seconds, got {period!r}")
+        if not 0 <= headroom < 1:
+            raise ConfigError(f"headroom must be in [0, 1), got {headroom!r}")
+        if not 0 < decrease < 1:
+            raise ConfigError(f"decrease must be in (0, 1), got {decrease!r}")
+        self._period = period
+        self._headroom = headroom
+        self._max_concurrency = max_concurrency
+        self._learn_window = learn_window
+        # Neither pace nor the cap touches the event loop until first used, so a Limiter can be
+        # built before the loop runs (in config loading, say).
+        self._rpm: float | None = None
+        self._tpm: float | None = None
+        self._requests: RequestPace | None = None
+        self._tpm_pace: TokenPace | None = None
+        self._set_rpm(rpm)
+        self._set_tpm(tpm)
+        self._cap = _AdaptiveCap(max_concurrency, adaptive, decrease)
+        self._next_ticket = 0
+        self._episode_from = 0  # refusals of tickets below this belong to the last cut
+        self.cuts = 0
+        # The gate: closed while `_gate_timer` is pending; it opens when the timer fires at
+        # `_gate_until` and wakes every future in `_gate_waiters` (a dict, for FIFO order and
+        # O(1) removal of cancelled waiters).
+        self._gate_until = -math.inf
+        self._gate_timer: asyncio.TimerHandle | None = None
+        self._gate_waiters: dict[asyncio.Future[None], None] = {}
+        self._in_flight = 0
+        self._max_in_flight = 0
+        self._started: dict[Ticket, float] = {}  # when each slot in flight took its RPM unit
+        self._waiting = 0  # slots asked for and not yet granted
+        self._feeding = 0  # sources of work (`fed`) not yet run out
+        self._ran_out = False  # a source has run out (and none is feeding)
+        self.stragglers = Stragglers(self._idle)
+
+    def _set_rpm(self, rpm: float | None) -> None:
+        self._rpm = rpm
+        if rpm is not None:
+            interval = self._period / (rpm * (1 - self._headroom))
+            self._requests = RequestPace(interval, self._period, learn=self._learn_window)
+
+    def _set_tpm(self, tpm: float | None) -> None:
+        self._tpm = tpm
+        if tpm is not None:
+            rate = tpm * (1 - self._headroom) / self._period
+            self._tpm_pace = TokenPace(rate, burst=max(1.0, tpm * self._headroom))
+
+    @property
+    def rpm(self) -> float | None:
+        """Requests per period in force (configured or announced); None means unlimited."""
+        return self._rpm
+
+    @property
+    def tpm(self) -> float | None:
+        """Tokens per period in force (configured or announced); None means unlimited."""
+        return self._tpm
+
+    @property
+    def max_concurrency(self) -> int:
+        """Configured ceiling of slots held at once."""
+        return self._max_concurrency
+
+    @property
+    def concurrency_cap(self) -> int:
+        """The adaptive cap in force now (at most `max_concurrency`)."""
+        return self._cap.limit
+
+    @property
+    def in_flight(self) -> int:
+        """Slots whose body is running now (all waits passed, not yet exited)."""
+        return self._in_flight
+
+    @property
+    def max_in_flight(self) -> int:
+        """High-water mark of `in_flight`."""
+        return self._max_in_flight
+
+    @property
+    def window(self) -> Window | None:
+        """The server's request window learnt from its headers, while it is trusted."""
+        return None if self._requests is None else self._requests.window
+
+    def slot(self, est_tokens: int = 0) -> contextlib.AbstractAsyncContextManager[Ticket]:
+        """Wait for a place, the gate, one request unit and `est_tokens` tokens."""
+        if est_tokens < 0:
+            raise ValueError(f"est_tokens must be >= 0, got {est_tokens!r}")
+        return self._slot(est_tokens)
+
+    @contextlib.asynccontextmanager
+    async def _slot(self, est_tokens: int) -> AsyncIterator[Ticket]:
+        self._waiting += 1
+        try:
+            await self._cap.acquire()
+        except BaseException:
+            self._waiting -= 1
+            raise
+        try:
+            try:
+                started = await self._wait_for_rates(est_tokens)
+            finally:
+                self._waiting -= 1
+            if not self._waiting:
+                self.stragglers.idle()
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            if started is not None:
+                self._started[ticket] = started
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+            try:
+                yield ticket
+            finally:
+                self._in_flight -= 1
+                self._started.pop(ticket, None)
+        finally:
+            self._cap.release()
+
+    def fed(self, jobs: Iterable[T]) -> Iterator[T]:
+        """`jobs`, passed through; once they have all been taken, the requests under way are the
+        last ones (the end of a run or of a round), and while none waits for a slot their
+        stragglers are hedged (`_stragglers`). Work not fed through here is never hedged."""
+        self._feeding += 1
+        try:
+            yield from jobs
+        finally:
+            self._feeding -= 1
+            self._ran_out = True
+            self.stragglers.idle()
+
+    def _idle(self) -> bool:
+        return self._ran_out and not self._feeding and not self._waiting
+
+    async def _wait_for_rates(self, est_tokens: int) -> float | None:
+        await self._pass_gate()
+        started = None if self._requests is None else await self._requests.take()
+        if self._tpm_pace is not None and est_tokens > 0:
+            await self._tpm_pace.take(est_tokens)
+        return started
+
+    def reconcile(self, estimated: int, actual: int) -> None:
+        """Corrects the TPM charge of a finished request from its estimate to its real usage
+        (0 for a request the server refused). A usage beyond one period's tokens is charged as
+        one period's: a provider reporting nonsense must not stall the run for years."""
+        pace = self._tpm_pace
+        if pace is None or self._tpm is None:
+            return
+        actual = min(max(0, actual), math.ceil(self._tpm))
+        if actual != estimated:
+            pace.charge(actual - estimated)
+
+    def succeeded(self, rate: RateInfo | None = None) -> None:
+        """A clean response: the cap (and a paced rate cut by refusals) grows; announced limits
+        and exhausted quotas are heeded."""
+        self._cap.grow()
+        if self._requests is not None and self._cap.adaptive:
+            self._requests.recover()
+        if rate is not None:
+            self.observe(rate)
+
+    def rate_limited(self, ticket: Ticket, rate: RateInfo | None = None) -> None:
+        """A refusal for rate: cut the cap, once per episode; heed what the response announced."""
+        episode = ticket >= self._episode_from
+        if episode:
+            self._cap.cut()
+            self.cuts += 1
+            self._episode_from = self._next_ticket
+        if self._requests is not None:
+            # Paced (no window learnt, or one given up), a refusal means the quota is shared
+            # or smaller than ours: the rate backs off too, since the cap alone does not slow a
+            # rate that pacing, not concurrency, sets.
+            if episode and self._requests.window is None and self._cap.adaptive:
+                self._requests.slow_down(self._cap.decrease)
+            self._requests.refused(self._started.get(ticket), widen=episode)
+        if rate is not None:
+            self.observe(rate)
+
+    def observe(self, rate: RateInfo) -> None:
+        """Adopts announced limits that are stricter than ours; waits out an exhausted quota."""
+        if rate.limit_requests and (self._rpm is None or rate.limit_requests < self._rpm):
+            self._set_rpm(float(rate.limit_requests))
+        if rate.limit_tokens and (self._tpm is None or rate.limit_tokens < self._tpm):
+            self._set_tpm(float(rate.limit_tokens))
+        pace, left, reset = self._requests, rate.remaining_requests, rate.reset_requests_s
+        if pace is not None and rate.limit_requests and left is not None and reset is not None:
+            pace.heed(asyncio.get_running_loop().time(), rate.limit_requests, left, reset)
+        # A learnt window full to its budget says `remaining` 0 by design, and knows when it
+        # has room again; otherwise nothing is left until the reset.
+        if rate.remaining_requests == 0 and rate.reset_requests_s and self.window is None:
+            self.defer(rate.reset_requests_s)
+        if rate.remaining_tokens == 0 and rate.reset_tokens_s:
+            self.defer(rate.reset_tokens_s)
+
+    def defer(self, seconds: float) -> None:
+        """Close the gate to new slots for `seconds` from now, at most MAX_RETRY_AFTER_S; never
+        moves the gate earlier."""
+        if not seconds > 0:
+            return
+        seconds = min(seconds, MAX_RETRY_AFTER_S)
+        loop = asyncio.get_running_loop()
+        until = loop.time() + seconds
+        if until <= self._gate_until:
+            return
+        self._gate_until = until
+        if self._gate_timer is not None:
+            self._gate_timer.cancel()
+        self._gate_timer = loop.call_at(until, self._open_gate)
+
+    def _open_gate(self) -> None:
+        self._gate_timer = None
+        waiters = list(self._gate_waiters)
+        self._gate_waiters.clear()
+        for fut in waiters:
+            if not fut.done():  # a cancelled waiter's future is already done
+                fut.set_result(None)
+
+    async def _pass_gate(self) -> None:
+        # Each turn waits on a future that only the gate timer resolves. The loop re-checks
+        # because a defer() may arrive between the wake-up and this task running again.
+        while self._gate_timer is not None:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._gate_waiters[fut] = None
+            try:
+                await fut
+            finally:
+                self._gate_waiters.pop(fut, None)
