@@ -319,11 +319,9 @@ def figure_fits(fig: Any) -> bool:
                 and box.y1 <= height + 0.01)  # fmt: skip
 
 
-def readme_library_example(readme: str, which: int = 0) -> str:
-    """A python example of the README's "As a library" section, as printed: the first (`run`),
-    or the `which`-th."""
-    section = readme[readme.index("## As a library") :]
-    section = section[: section.index("\n## ", 1)]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(blocks) > which, "README: 'As a library' lacks a python example"
+def library_example(page: str, which: int = 0) -> str:
+    """A python example of the library page (docs/library.md), as printed: the first (`run`), or
+    the `which`-th."""
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    assert len(blocks) > which, "docs/library.md lacks a python example"
     return str(blocks[which])

@@ -1,4 +1,4 @@
-"""What a new user meets in the first hour, as real processes: the README's library example
+"""What a new user meets in the first hour, as real processes: the library page's example
 without its `__main__` guard, and Ctrl-C at a terminal (SIGINT to the whole process group)."""
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ from pathlib import Path
 
 import orjson
 import pytest
-from fakes import readme_library_example
+from fakes import library_example
 
 ROOT = Path(__file__).resolve().parents[2]
 TTC = str(Path(sys.executable).with_name("ttc"))
 
 
 def _unguarded_example() -> str:
-    """The README's library example, its last line run at the top level, as a first script
+    """The library page's first example, its last line run at the top level, as a first script
     often is."""
-    guarded = readme_library_example((ROOT / "README.md").read_text())
+    guarded = library_example((ROOT / "docs" / "library.md").read_text())
     guard = re.search(r'^if __name__ == "__main__":.*\n(\s+)(.*)\n', guarded, re.M)
-    assert guard is not None, "README: the library example has no __main__ guard"
+    assert guard is not None, "docs/library.md: the example has no __main__ guard"
     return guarded[: guard.start()] + guard.group(2) + "\n"
 
 

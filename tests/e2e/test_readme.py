@@ -1,4 +1,5 @@
-"""The README's library example runs as printed, in a process of its own."""
+"""The library page's examples (docs/library.md, the README's stream example among them) run as
+printed, each in a process of its own."""
 
 from __future__ import annotations
 
@@ -8,15 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes import readme_library_example
+from fakes import library_example
 
 from ttc.adapters import ReasoningGymSuite
 
 ROOT = Path(__file__).resolve().parents[2]
+LIBRARY = ROOT / "docs" / "library.md"
 
 
 def _library_example() -> str:
-    return readme_library_example((ROOT / "README.md").read_text())
+    return library_example(LIBRARY.read_text())
 
 
 @pytest.mark.slow
@@ -34,7 +36,7 @@ def test_the_library_example_runs_as_printed(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_the_stream_example_tells_questions_as_they_are_solved(tmp_path: Path) -> None:
     script = tmp_path / "stream.py"
-    script.write_text(readme_library_example((ROOT / "README.md").read_text(), which=1))
+    script.write_text(library_example(LIBRARY.read_text(), which=1))
     proc = subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
