@@ -11,6 +11,9 @@ layers) only public names are imported: a module path with no private part, or
 modules). The engine imports nothing from `ttc.adapters`; only `engine/cli/`, the composition
 root, wires adapters in, by their public names.
 
+A round's Batch API dispatcher (`run/batch/`) is handed what it needs of its round (a `Landing`,
+`run/_dispatch`); it never imports the round itself (`ROUND`), which imports it.
+
 No library module is over `SOFT_CAP` lines but those named in `LARGE`, each with its reason; and
 no `# fmt: skip` joins lines in library code (literal tables go between `# fmt: off` and
 `# fmt: on`).
@@ -32,6 +35,8 @@ ENGINE_ORDER = ("contract", "_util", "send", "journal", "strategy", "run", "repo
 # Where retrieval sits in that order: it imports up to here, and what comes after imports it.
 RETRIEVAL_AFTER = "strategy"
 UTIL = "ttc.engine._util"
+# The round, which `run/batch/` (its Batch API dispatcher) must not import: the round imports it.
+ROUND = "ttc.engine.run._round"
 SOFT_CAP = 600
 # Modules allowed past SOFT_CAP, and why. Keep this list short, and say why each is here.
 LARGE: dict[str, str] = {}
@@ -117,13 +122,23 @@ def _check(rel: Path, module: str) -> str | None:
     return None
 
 
+def _check_batch(rel: Path, module: str) -> str | None:
+    """Why `run/batch/`'s file `rel` may not import `module` (the round), or None."""
+    in_batch = rel.parts[:3] == ("engine", "run", "batch")
+    if in_batch and (module == ROUND or module.startswith(f"{ROUND}.")):
+        return "run/batch is handed a Landing, never the round"
+    return None
+
+
 def _violations(root: Path = ROOT) -> list[str]:
     found = []
     for folder in (*LAYERS, "benchmarks"):
         for path in _modules(folder, root):
             rel = path.relative_to(root)
             for line, module in _imports(path, root):
-                if module.startswith("ttc") and (why := _check(rel, module)):
+                if module.startswith("ttc") and (
+                    why := _check(rel, module) or _check_batch(rel, module)
+                ):
                     found.append(f"{rel}:{line}: {module} ({why})")
     return found
 
@@ -146,6 +161,9 @@ def test_the_rules_catch_what_they_forbid(tmp_path: Path) -> None:
         "from ttc.adapters.sim import SimProvider\nfrom ttc.engine.run._engine import Engine\n",
         "engine/run/_v.py": "from ttc.retrieval._index import SolvedIndex\n"
         "from ttc.retrieval import SolvedIndex\n",
+        "engine/run/batch/_u.py": "from ttc.engine.run._dispatch import Landing\n"
+        "from ttc.engine.run._round import RoundRun\nfrom .. import _round\n"
+        "from ttc.engine.run._scheduler import single\n",
         "benchmarks/b.py": "from ttc.engine.journal import _rundir\nfrom ._local import x\n",
         "retrieval/_r.py": "from ttc.engine.contract import FloatArray\n"
         "from ttc.engine.send import Sender\nfrom ttc.engine import Item\n",
@@ -156,6 +174,10 @@ def test_the_rules_catch_what_they_forbid(tmp_path: Path) -> None:
     assert _violations(tmp_path) == [
         "engine/cli/_w.py:1: ttc.adapters.sim._sim (a private module of another layer)",
         "engine/run/_v.py:1: ttc.retrieval._index (a private module of another layer)",
+        "engine/run/batch/_u.py:2: ttc.engine.run._round (run/batch is handed a Landing, never "
+        "the round)",
+        "engine/run/batch/_u.py:3: ttc.engine.run._round (run/batch is handed a Landing, never "
+        "the round)",
         "engine/send/_y.py:1: ttc.adapters (the engine imports no adapter)",
         "engine/send/_y.py:3: ttc.engine.run._round (run comes after send)",
         "engine/strategy/_z.py:1: ttc.engine.cli (cli comes after strategy)",

@@ -5,17 +5,14 @@ uploaded that a resumed one may use again (`journaled_files`)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from ttc.engine.contract._batch import BatchAPI
 from ttc.engine.contract._types import Usage
 from ttc.engine.journal._batch_events import BatchCreated, BatchEvent, BatchFileUploaded
 from ttc.engine.run._budget import StopReason
+from ttc.engine.run._dispatch import Landing
 from ttc.engine.send._sender import Job
 from ttc.engine.send._tokens import text_tokens
-
-if TYPE_CHECKING:
-    from ttc.engine.run._round import RoundRun
 
 __all__ = ["affordable", "chunks", "custom_id", "journaled_files"]
 
@@ -42,11 +39,11 @@ def chunks(api: BatchAPI, jobs: list[Job]) -> Iterable[tuple[list[Job], list[byt
         yield chunk, lines
 
 
-def affordable(run: RoundRun, chunk: list[Job]) -> bool:
+def affordable(landing: Landing, chunk: list[Job]) -> bool:
     """--max-cost: a batch whose estimated cost would pass the budget is not submitted (the
     run stops, saying why)."""
-    budget, state = run.ctx.budget, run.state
-    limit, price = run.ctx.config.max_cost_usd, budget.pricing.price
+    budget, state = landing.ctx.budget, landing.state
+    limit, price = landing.ctx.config.max_cost_usd, budget.pricing.price
     if limit is None or price is None:
         return True
     estimate = Usage()

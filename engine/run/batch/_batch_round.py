@@ -9,9 +9,10 @@ as they do for any round.
                                      failed in it, expired, cancelled ──┴► a new batch (or the
                                                                           synchronous path)
 
-`run_round` is the synchronous rounds' own pipeline (landing, journaling, judging); here its jobs
-come from a queue that this module fills as batches end, and its "send" hands over the outcome
-the batch gave. Durable: every file and batch id is journaled the moment it exists; a resumed
+The round hands this module a `Landing` (`run/_dispatch`), never itself: its pipeline
+(`Landing.land`: landing, journaling, judging) is the synchronous rounds' own; here its jobs come
+from a queue that this module fills as batches end, and its "send" hands over the outcome the
+batch gave. Durable: every file and batch id is journaled the moment it exists; a resumed
 run polls the round's journaled batches for the samples it still lacks, asks the vendor for a
 batch by its tag before creating one (a kill between the creation and its journal line), makes
 a batch of a journaled file instead of uploading it again (a kill between the two: `_batch_plan`),
@@ -30,7 +31,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from ttc.engine.contract._batch import FINAL_STATES, BatchAPI, BatchResult, BatchStatus
 from ttc.engine.contract._errors import BadRequest, Fatal, ProviderError, Transient
@@ -41,12 +42,10 @@ from ttc.engine.journal._batch_events import (
     BatchFileUploaded,
     BatchUpdated,
 )
-from ttc.engine.run._scheduler import run_round, single
+from ttc.engine.run._dispatch import Landing
+from ttc.engine.run._scheduler import single
 from ttc.engine.run.batch._batch_plan import affordable, chunks, custom_id, journaled_files
 from ttc.engine.send._sender import Job, Outcome, Sender
-
-if TYPE_CHECKING:
-    from ttc.engine.run._round import RoundRun
 
 __all__ = ["BatchRound", "custom_id"]
 
@@ -91,13 +90,13 @@ class _Live:
 
 
 class BatchRound:
-    """Sends the jobs of one round through `api` and lands them through `run`'s callbacks."""
+    """Sends the jobs of one round through `api` and lands them in the round (`landing`)."""
 
-    def __init__(self, run: RoundRun, api: BatchAPI, journaled: Sequence[BatchEvent]) -> None:
-        self.run = run
-        self.ctx = run.ctx
+    def __init__(self, landing: Landing, api: BatchAPI, journaled: Sequence[BatchEvent]) -> None:
+        self.landing = landing
+        self.ctx = landing.ctx
         self.api = api
-        self.t = run.t
+        self.t = landing.round
         self.journaled = list(journaled)
         self.resumed = bool(journaled)
         # Files uploaded before a kill, of which no batch was made: used instead of uploading.
@@ -109,14 +108,13 @@ class BatchRound:
         self.live: list[_Live] = []
         self._poll_errors = 0
         self._sync: Sender | None = None
-        self._rng = random.Random(sample_seed(run.ctx.config.seed, "batch", run.t, 0))
+        self._rng = random.Random(sample_seed(self.ctx.config.seed, "batch", self.t, 0))
 
-    async def send(self, jobs: Iterable[Job]) -> None:
-        """Sends every job, landing each as its batch ends (or the cache answers it)."""
-        run, ctx, cfg = self.run, self.ctx, self.ctx.config
+    async def send(self, jobs: Iterable[Job], to_send: int) -> None:
+        """Sends every job (at most `to_send`), landing each as its batch ends (or the cache
+        answers it)."""
 
         async def outcome(job: Job) -> Outcome:
-            run.stats.sent += 1
             return self.outcomes.pop(custom_id(job))
 
         async def produce() -> None:
@@ -128,16 +126,7 @@ class BatchRound:
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(produce())
-                await run_round(
-                    self.ready,
-                    outcome,
-                    run.on_landed,
-                    run.on_judged,
-                    workers=cfg.concurrency,
-                    verifiers=max(4, 4 * cfg.verifier_workers),
-                    stopped=lambda: ctx.stopped,
-                    on_failure=ctx.fail,
-                )
+                await self.landing.land(self.ready, outcome, to_send)
         except BaseExceptionGroup as group:
             raise single(group) from None
 
@@ -206,7 +195,7 @@ class BatchRound:
         jobs go in (row, k) order, so the same samples make the same file and tag."""
         jobs = sorted(jobs, key=lambda job: (job.row, job.k))
         for chunk, lines in chunks(self.api, jobs):
-            if self.ctx.stopped or not affordable(self.run, chunk):
+            if self.ctx.stopped or not affordable(self.landing, chunk):
                 return
             data = b"".join(lines)
             digest = hashlib.sha256(data).hexdigest()[:20]
@@ -389,17 +378,8 @@ class BatchRound:
             await self._submit(jobs, attempt)
 
     async def _send_sync(self, job: Job) -> None:
-        if self._sync is None:
-            ctx, cfg = self.ctx, self.ctx.config
-            self._sync = Sender(
-                ctx.provider,
-                ctx.limiter,
-                ctx.retry,
-                cfg.timeout_s,
-                self.run.on_retry,
-                seed=sample_seed(cfg.seed, "", self.t, 1),
-                cache=ctx.cache,
-            )
+        if self._sync is None:  # on a jitter stream of its own: the round's first is unused
+            self._sync = self.landing.sender(1)
         self._land(job, await self._sync.send_with_retry(job))
 
 
