@@ -18,6 +18,7 @@ from ttc.engine.contract._state import RunState, sample_seed
 from ttc.engine.contract._types import Provider, Suite
 from ttc.engine.journal._events import Event
 from ttc.engine.run._budget import RunBudget
+from ttc.engine.run._roles import RoleCaller
 from ttc.engine.run._scheduler import Landed, run_round
 from ttc.engine.run._stream import SolvedWatch
 from ttc.engine.run._verify import Verifiers
@@ -26,7 +27,7 @@ from ttc.engine.send._limiter import Limiter
 from ttc.engine.send._retry import RetryPolicy
 from ttc.engine.send._sender import Job, Outcome, RetryHook, Sender
 from ttc.engine.send._tokens import TokenEstimator
-from ttc.engine.strategy._judges import Judgement, RoleCaller
+from ttc.engine.strategy._judges import Judgement
 
 __all__ = ["Landing", "RoundContext"]
 
