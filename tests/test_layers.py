@@ -12,7 +12,8 @@ modules). The engine imports nothing from `ttc.adapters`; only `engine/cli/`, th
 root, wires adapters in, by their public names.
 
 A round's Batch API dispatcher (`run/batch/`) is handed what it needs of its round (a `Landing`,
-`run/_dispatch`); it never imports the round itself (`ROUND`), which imports it.
+`run/_dispatch`); it never imports the round itself (`ROUND`), which imports it. The strategy is
+pure policy: it imports nothing of `send` (the role models' calls are the run's).
 
 No library module is over `SOFT_CAP` lines but those named in `LARGE`, each with its reason; and
 no `# fmt: skip` joins lines in library code (literal tables go between `# fmt: off` and
@@ -37,6 +38,8 @@ RETRIEVAL_AFTER = "strategy"
 UTIL = "ttc.engine._util"
 # The round, which `run/batch/` (its Batch API dispatcher) must not import: the round imports it.
 ROUND = "ttc.engine.run._round"
+# The send path, which `strategy/` (pure policy) must not import.
+SEND = "ttc.engine.send"
 SOFT_CAP = 600
 # Modules allowed past SOFT_CAP, and why. Keep this list short, and say why each is here.
 LARGE: dict[str, str] = {}
@@ -122,12 +125,18 @@ def _check(rel: Path, module: str) -> str | None:
     return None
 
 
-def _check_batch(rel: Path, module: str) -> str | None:
-    """Why `run/batch/`'s file `rel` may not import `module` (the round), or None."""
-    in_batch = rel.parts[:3] == ("engine", "run", "batch")
-    if in_batch and (module == ROUND or module.startswith(f"{ROUND}.")):
+def _check_rooms(rel: Path, module: str) -> str | None:
+    """Why a file may not import `module` though the order allows it, or None: `run/batch/`
+    never imports the round; `strategy/` never imports the send path."""
+    if rel.parts[:3] == ("engine", "run", "batch") and _within(module, ROUND):
         return "run/batch is handed a Landing, never the round"
+    if rel.parts[:2] == ("engine", "strategy") and _within(module, SEND):
+        return "the strategy is pure policy: it sends nothing"
     return None
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
 
 
 def _violations(root: Path = ROOT) -> list[str]:
@@ -137,7 +146,7 @@ def _violations(root: Path = ROOT) -> list[str]:
             rel = path.relative_to(root)
             for line, module in _imports(path, root):
                 if module.startswith("ttc") and (
-                    why := _check(rel, module) or _check_batch(rel, module)
+                    why := _check(rel, module) or _check_rooms(rel, module)
                 ):
                     found.append(f"{rel}:{line}: {module} ({why})")
     return found
@@ -156,7 +165,8 @@ def test_the_rules_catch_what_they_forbid(tmp_path: Path) -> None:
         "from ttc.adapters.suites._math import MathSuite\n",
         "engine/send/_y.py": "from ttc.adapters import SimProvider\n"
         "from ttc.engine.contract._types import Item\nfrom ttc.engine.run._round import x\n",
-        "engine/strategy/_z.py": "from ttc.engine.cli import main\nfrom ttc.retrieval import y\n",
+        "engine/strategy/_z.py": "from ttc.engine.cli import main\nfrom ttc.retrieval import y\n"
+        "from ttc.engine.send._sender import Sender\nfrom ttc.engine.sender import x\n",
         "engine/cli/_w.py": "from ttc.adapters.sim._sim import SimProvider\n"
         "from ttc.adapters.sim import SimProvider\nfrom ttc.engine.run._engine import Engine\n",
         "engine/run/_v.py": "from ttc.retrieval._index import SolvedIndex\n"
@@ -182,6 +192,8 @@ def test_the_rules_catch_what_they_forbid(tmp_path: Path) -> None:
         "engine/send/_y.py:3: ttc.engine.run._round (run comes after send)",
         "engine/strategy/_z.py:1: ttc.engine.cli (cli comes after strategy)",
         "engine/strategy/_z.py:2: ttc.retrieval (retrieval comes after strategy)",
+        "engine/strategy/_z.py:3: ttc.engine.send._sender (the strategy is pure policy: it sends "
+        "nothing)",
         "adapters/sim/_x.py:1: ttc.engine.contract._types (a private module of another layer)",
         "adapters/sim/_x.py:4: ttc.engine._util._secrets (a private module of another layer)",
         "retrieval/_r.py:2: ttc.engine.send (retrieval imports only the contract and the helpers)",
