@@ -384,7 +384,7 @@ class BatchRound:
             await self._submit(jobs, attempt)
 
     async def _send_sync(self, job: Job) -> None:
-        if self._sync is None:  # on a jitter stream of its own: the round's first is unused
+        if self._sync is None:  # its retries' jitter drawn apart from the synchronous path's
             self._sync = self.landing.sender(1)
         self._land(job, await self._sync.send_with_retry(job))
 
