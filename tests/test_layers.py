@@ -11,6 +11,10 @@ layers) only public names are imported: a module path with no private part, or
 modules). The engine imports nothing from `ttc.adapters`; only `engine/cli/`, the composition
 root, wires adapters in, by their public names.
 
+A round's Batch API dispatcher (`run/batch/`) is handed what it needs of its round (a `Landing`,
+`run/_dispatch`); it never imports the round itself (`ROUND`), which imports it. The strategy is
+pure policy: it imports nothing of `send` (the role models' calls are the run's).
+
 No library module is over `SOFT_CAP` lines but those named in `LARGE`, each with its reason; and
 no `# fmt: skip` joins lines in library code (literal tables go between `# fmt: off` and
 `# fmt: on`).
@@ -32,6 +36,10 @@ ENGINE_ORDER = ("contract", "_util", "send", "journal", "strategy", "run", "repo
 # Where retrieval sits in that order: it imports up to here, and what comes after imports it.
 RETRIEVAL_AFTER = "strategy"
 UTIL = "ttc.engine._util"
+# The round, which `run/batch/` (its Batch API dispatcher) must not import: the round imports it.
+ROUND = "ttc.engine.run._round"
+# The send path, which `strategy/` (pure policy) must not import.
+SEND = "ttc.engine.send"
 SOFT_CAP = 600
 # Modules allowed past SOFT_CAP, and why. Keep this list short, and say why each is here.
 LARGE: dict[str, str] = {}
@@ -117,13 +125,29 @@ def _check(rel: Path, module: str) -> str | None:
     return None
 
 
+def _check_rooms(rel: Path, module: str) -> str | None:
+    """Why a file may not import `module` though the order allows it, or None: `run/batch/`
+    never imports the round; `strategy/` never imports the send path."""
+    if rel.parts[:3] == ("engine", "run", "batch") and _within(module, ROUND):
+        return "run/batch is handed a Landing, never the round"
+    if rel.parts[:2] == ("engine", "strategy") and _within(module, SEND):
+        return "the strategy is pure policy: it sends nothing"
+    return None
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
+
+
 def _violations(root: Path = ROOT) -> list[str]:
     found = []
     for folder in (*LAYERS, "benchmarks"):
         for path in _modules(folder, root):
             rel = path.relative_to(root)
             for line, module in _imports(path, root):
-                if module.startswith("ttc") and (why := _check(rel, module)):
+                if module.startswith("ttc") and (
+                    why := _check(rel, module) or _check_rooms(rel, module)
+                ):
                     found.append(f"{rel}:{line}: {module} ({why})")
     return found
 
@@ -141,11 +165,15 @@ def test_the_rules_catch_what_they_forbid(tmp_path: Path) -> None:
         "from ttc.adapters.suites._math import MathSuite\n",
         "engine/send/_y.py": "from ttc.adapters import SimProvider\n"
         "from ttc.engine.contract._types import Item\nfrom ttc.engine.run._round import x\n",
-        "engine/strategy/_z.py": "from ttc.engine.cli import main\nfrom ttc.retrieval import y\n",
+        "engine/strategy/_z.py": "from ttc.engine.cli import main\nfrom ttc.retrieval import y\n"
+        "from ttc.engine.send._sender import Sender\nfrom ttc.engine.sender import x\n",
         "engine/cli/_w.py": "from ttc.adapters.sim._sim import SimProvider\n"
         "from ttc.adapters.sim import SimProvider\nfrom ttc.engine.run._engine import Engine\n",
         "engine/run/_v.py": "from ttc.retrieval._index import SolvedIndex\n"
         "from ttc.retrieval import SolvedIndex\n",
+        "engine/run/batch/_u.py": "from ttc.engine.run._dispatch import Landing\n"
+        "from ttc.engine.run._round import RoundRun\nfrom .. import _round\n"
+        "from ttc.engine.run._scheduler import single\n",
         "benchmarks/b.py": "from ttc.engine.journal import _rundir\nfrom ._local import x\n",
         "retrieval/_r.py": "from ttc.engine.contract import FloatArray\n"
         "from ttc.engine.send import Sender\nfrom ttc.engine import Item\n",
@@ -156,10 +184,16 @@ def test_the_rules_catch_what_they_forbid(tmp_path: Path) -> None:
     assert _violations(tmp_path) == [
         "engine/cli/_w.py:1: ttc.adapters.sim._sim (a private module of another layer)",
         "engine/run/_v.py:1: ttc.retrieval._index (a private module of another layer)",
+        "engine/run/batch/_u.py:2: ttc.engine.run._round (run/batch is handed a Landing, never "
+        "the round)",
+        "engine/run/batch/_u.py:3: ttc.engine.run._round (run/batch is handed a Landing, never "
+        "the round)",
         "engine/send/_y.py:1: ttc.adapters (the engine imports no adapter)",
         "engine/send/_y.py:3: ttc.engine.run._round (run comes after send)",
         "engine/strategy/_z.py:1: ttc.engine.cli (cli comes after strategy)",
         "engine/strategy/_z.py:2: ttc.retrieval (retrieval comes after strategy)",
+        "engine/strategy/_z.py:3: ttc.engine.send._sender (the strategy is pure policy: it sends "
+        "nothing)",
         "adapters/sim/_x.py:1: ttc.engine.contract._types (a private module of another layer)",
         "adapters/sim/_x.py:4: ttc.engine._util._secrets (a private module of another layer)",
         "retrieval/_r.py:2: ttc.engine.send (retrieval imports only the contract and the helpers)",

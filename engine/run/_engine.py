@@ -38,11 +38,12 @@ from ttc.engine.journal._ratelog import sample_limiter
 from ttc.engine.journal._rundir import RunDir
 from ttc.engine.journal._walltime import RunTimer, past_times
 from ttc.engine.run._budget import RunBudget, StopReason
+from ttc.engine.run._dispatch import RoundContext
 from ttc.engine.run._observer import RunObserver
 from ttc.engine.run._options import EngineOptions
 from ttc.engine.run._result import RunResult
 from ttc.engine.run._roles import RoleModels
-from ttc.engine.run._round import RoundContext, RoundRun
+from ttc.engine.run._round import RoundRun
 from ttc.engine.run._runinfo import RunParts, open_rundir
 from ttc.engine.run._stream import RunEnded, Sink, SolvedWatch, StreamEvent, discard, stream_of
 from ttc.engine.run._verify import VerifierPool, Verifiers

@@ -7,19 +7,20 @@ stopped in between) is judged now, not bought again, and a rating the journal ho
 again. Once a sample's verdict is journaled, a rating that failed stays failed (the response
 scored 0, as it was then): what a finished round decided never changes on resume.
 
-A round sees its run through a `RoundContext`: the parts it needs, not the engine.
+A round sees its run through a `RoundContext`: the parts it needs, not the engine. It sends its
+samples itself, or hands them to a Batch API's dispatcher (`run/batch`) with a `Landing`: where
+they land, and nothing else of the round (`_dispatch`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, replace
 
 from ttc.engine._util._offloop import pause
 from ttc.engine._util._pool import bounded
-from ttc.engine.contract._config import RunConfig
 from ttc.engine.contract._errors import ProviderError
 from ttc.engine.contract._policy import Allotment, DemoPlan, DemoRef
 from ttc.engine.contract._state import Pick, RoundStats, RunState, Scored, count_into, sample_seed
@@ -28,58 +29,19 @@ from ttc.engine.contract._types import (
     Demo,
     Item,
     Message,
-    Provider,
     Request,
     Sampling,
-    Suite,
     Usage,
     Verdict,
 )
-from ttc.engine.journal._events import Event, Judged, Retried, SampleFailed, SampleLanded
+from ttc.engine.journal._events import Judged, Retried, SampleFailed, SampleLanded
 from ttc.engine.journal._journal import Landed, Replays, SampleKey
-from ttc.engine.run._budget import RunBudget
-from ttc.engine.run._scheduler import run_round
-from ttc.engine.run._stream import SolvedWatch
-from ttc.engine.run._verify import Verifiers
+from ttc.engine.run._dispatch import Landing, RoundContext
 from ttc.engine.run.batch._batch_round import BatchRound
-from ttc.engine.send._cache import ProviderCache
-from ttc.engine.send._limiter import Limiter
-from ttc.engine.send._retry import RetryPolicy
-from ttc.engine.send._sender import Job, Outcome, Sender
-from ttc.engine.send._tokens import TokenEstimator
-from ttc.engine.strategy._judges import Judgement, Noisy, RewardResult, RoleCaller
+from ttc.engine.send._sender import Job, Outcome
+from ttc.engine.strategy._judges import Noisy, RewardResult
 
 log = logging.getLogger("ttc")
-
-
-@dataclass(frozen=True, slots=True)
-class RoundContext:
-    """What a round needs of its run: the config, the send path, the judges, the budget, and
-    where its events go (the journal and the run's observer)."""
-
-    config: RunConfig
-    suite: Suite
-    judgement: Judgement
-    provider: Provider
-    limiter: Limiter
-    retry: RetryPolicy
-    verifiers: Verifiers
-    scorer: RoleCaller | None
-    budget: RunBudget
-    outputs: TokenEstimator
-    emit: Callable[[Event], None]
-    # The response cache as the policy model sees it, if the host gave one.
-    cache: ProviderCache | None = None
-    # Tells the stream each question's resolution as it happens.
-    watch: SolvedWatch | None = None
-    # Told of an error that fails the run (a bug in a provider, a judge that raised): it stops
-    # the dispatch at once; the round raises the error once the requests in flight have landed.
-    fail: Callable[[Exception], None] = lambda exc: None
-
-    @property
-    def stopped(self) -> bool:
-        """Whether the run is stopping: nothing new is dispatched."""
-        return self.budget.is_stopped()
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +81,10 @@ class RoundRun:
         # While the journal's samples are replayed the budget is not checked: it stops new
         # work, and a replay costs nothing.
         self._replaying = False
+        # What the dispatcher that sends the round's samples is given of it.
+        self.landing = Landing(
+            ctx, state, self.t, self._sent, self.on_retry, self.on_landed, self.on_judged
+        )
 
     async def run(self, allotment: Allotment, plan: DemoPlan, sampling: Sampling) -> None:
         """Replays, then sends every remaining sample of `allotment`, judging each as it lands."""
@@ -137,42 +103,18 @@ class RoundRun:
                 await self._send(jobs, to_send)
             else:  # through the vendor's Batch API; a resume polls the batches journaled
                 known = self.done.batches.get(self.t, []) if isinstance(self.done, Replays) else []
-                await BatchRound(self, batch, known).send(jobs)
+                await BatchRound(self.landing, batch, known).send(jobs, to_send)
         count_into(self.state, self.stats)
         if self.ctx.watch is not None:  # resolved at the barrier (self-consistency's consensus)
             self.ctx.watch.sweep(self.t, replayed=not self.stats.sent)
 
     async def _send(self, jobs: Iterator[Job], to_send: int) -> None:
-        ctx, cfg, stats = self.ctx, self.ctx.config, self.stats
-        seed = sample_seed(cfg.seed, "", self.t, 0)
-        sender = Sender(
-            ctx.provider,
-            ctx.limiter,
-            ctx.retry,
-            cfg.timeout_s,
-            self.on_retry,
-            seed=seed,
-            cache=ctx.cache,
-        )
-        workers = min(cfg.concurrency, to_send)
-        # A few verify workers per verifier process keep every process busy.
-        verifiers = min(workers, max(4, 4 * cfg.verifier_workers))
-
-        async def send(job: Job) -> Outcome:
-            stats.sent += 1  # a request goes out (answered, or cut off by a stop, or not)
-            return await sender.send_with_retry(job)
-
+        sender = self.landing.sender(0)
         # Fed through the limiter: once all are taken, stragglers are hedged.
-        await run_round(
-            ctx.limiter.fed(jobs),
-            send,
-            self.on_landed,
-            self.on_judged,
-            workers=workers,
-            verifiers=verifiers,
-            stopped=lambda: ctx.stopped,
-            on_failure=ctx.fail,
-        )
+        await self.landing.land(self.ctx.limiter.fed(jobs), sender.send_with_retry, to_send)
+
+    def _sent(self) -> None:
+        self.stats.sent += 1
 
     def _snapshot(self, plan: DemoPlan) -> None:
         for refs in plan.values():

@@ -30,6 +30,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import logging
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -40,7 +42,6 @@ import orjson
 
 from ttc.engine.contract._errors import ConfigError, WriteError
 from ttc.engine.contract._types import Completion, Provider, Request, Sampling, Usage
-from ttc.engine.send._cachefile import CorruptCache, file_id, is_corrupt, move_aside
 
 # Bump when the key encoding changes: old entries then simply stop matching.
 KEY_VERSION = 1
@@ -49,6 +50,10 @@ SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 5.0
 # SQLite's names for a write the disk refused (SQLITE_IOERR_WRITE and the like included).
 _WRITE_FAILURES = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY")
+# SQLite's names for a file that is not a database, or a damaged one.
+_CORRUPTION = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+
+log = logging.getLogger("ttc")
 
 
 def _has_simulated(conn: sqlite3.Connection) -> bool:
@@ -58,6 +63,52 @@ def _has_simulated(conn: sqlite3.Connection) -> bool:
 def _refused_write(exc: sqlite3.Error) -> bool:
     name = exc.sqlite_errorname or ""
     return name.startswith(_WRITE_FAILURES)
+
+
+class CorruptCache(Exception):
+    """The cache file is not a database, or a damaged one."""
+
+
+def is_corrupt(exc: BaseException) -> bool:
+    """Whether a SQLite error says the file is not a database, or a damaged one."""
+    name = (exc.sqlite_errorname or "") if isinstance(exc, sqlite3.Error) else ""
+    return name.startswith(_CORRUPTION)
+
+
+def file_id(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path`, or None: which file a name holds now."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
+
+
+def move_aside(path: Path, why: str) -> Path:
+    """Renames the corrupt cache `path` (and its WAL files) to `<name>.corrupt-<time>`, warns in
+    one line; ConfigError if it cannot be renamed."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    try:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(f"{path}{suffix}", f"{target}{suffix}")
+    except OSError as exc:
+        raise ConfigError(
+            f"response cache {path} is corrupt ({why}) and cannot be moved aside "
+            f"({exc.strerror or exc}); delete it, or run with --no-cache"
+        ) from None
+    log.warning(
+        "response cache %s is corrupt (%s): moved aside to %s; going on with a fresh cache",
+        path,
+        why,
+        target.name,
+    )
+    return target
 
 
 _SAMPLING_FIELDS = tuple(f.name for f in dataclasses.fields(Sampling))

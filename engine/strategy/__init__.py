@@ -1,12 +1,13 @@
 """A Strategy is allocation × intervention × judgement; the paper's methods are its presets.
 
-Role models (the reward judge, the difficulty rater) and the fixed few-shot prompts live here too.
+What the role models are asked and how their replies are read (the reward judge's rubric, the
+difficulty rating), and the fixed few-shot prompts, live here too; the calls are the run's
+(`ttc.engine.run.RoleCaller`). Pure policy: nothing here sends a request.
 """
 
 from ttc.engine.contract._policy import Allocation, Intervention
 from ttc.engine.strategy._allocation import DifficultyAware, Elimination, Uniform
 from ttc.engine.strategy._demos import DEFAULT_FOR, FewShot, load_fewshot
-from ttc.engine.strategy._difficulty import Estimates
 from ttc.engine.strategy._intervention import (
     FixedDemos,
     RandomICL,
@@ -20,7 +21,6 @@ from ttc.engine.strategy._judges import (
     Judgement,
     Noisy,
     RewardModel,
-    RoleCaller,
 )
 from ttc.engine.strategy._rubric import SCALE, parse_score, rubric, split_rubric
 from ttc.engine.strategy._strategy import Strategy, judgement_of, preset
@@ -32,7 +32,6 @@ __all__ = [
     "Consensus",
     "DifficultyAware",
     "Elimination",
-    "Estimates",
     "FewShot",
     "FixedDemos",
     "GroundTruth",
@@ -41,7 +40,6 @@ __all__ = [
     "Noisy",
     "RandomICL",
     "RewardModel",
-    "RoleCaller",
     "SimilarICL",
     "Strategy",
     "TemperatureSchedule",

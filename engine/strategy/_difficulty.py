@@ -9,7 +9,8 @@ total token usage as the Elim baseline". Here:
   reply with no rating (or a call that failed) gets `NEUTRAL`, the middle of the scale, and is
   counted and logged. Ratings are asked once, at the first adaptive round, for the questions the
   warm-up left unresolved, and journaled (`difficulty` events, failed calls too): a resumed run
-  does not ask again, so its allocation is the one the first session made.
+  does not ask again, so its allocation is the one the first session made. The asking is the
+  run's (`run/_roles.Estimates`); this module is the policy: the prompt, the rating, the budget.
 - the budget, matched to another run's output tokens T (`--match-tokens`, as the paper does),
   is in tokens: T minus this run's warm-up output tokens. Before each adaptive round it is
   turned into samples by the mean output tokens of the adaptive samples answered so far (the
@@ -28,21 +29,13 @@ total token usage as the Elim baseline". Here:
 
 from __future__ import annotations
 
-import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
-
-from ttc.engine._util._pool import bounded
-from ttc.engine.contract._types import Item, Usage
-from ttc.engine.journal._events import DifficultyRated
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ttc.engine.contract._state import RoundStats, RunState
-    from ttc.engine.strategy._judges import RoleCaller
-
-log = logging.getLogger("ttc")
+    from ttc.engine.contract._state import RoundStats
 
 LOW, HIGH = 1, 10
 NEUTRAL = (LOW + HIGH) / 2
@@ -126,83 +119,3 @@ def samples_for_tokens(tokens: int, answered: int, produced: int) -> int:
 def round_budget(left: int, rounds_left: int) -> int:
     """This round's share of `left` samples with `rounds_left` rounds to go (front-loaded)."""
     return -(-left // rounds_left) if rounds_left > 0 and left > 0 else 0
-
-
-class Estimates:
-    """Asks the difficulty model once per question; journaled, and replayed on resume."""
-
-    def __init__(
-        self,
-        caller: RoleCaller,
-        emit: Callable[[DifficultyRated], None],
-        known: Mapping[str, DifficultyRated],
-        concurrency: int,
-        stopped: Callable[[], bool] = lambda: False,
-    ) -> None:
-        self.caller = caller
-        self.emit = emit
-        self.known = known
-        self.concurrency = concurrency
-        self.stopped = stopped
-        self.usage = Usage()
-        self.calls = 0
-        self.unparsed = 0
-        self.errors = 0
-
-    def stats(self) -> dict[str, Any]:
-        u = self.usage
-        return {
-            "calls": self.calls,
-            "unparsed": self.unparsed,
-            "errors": self.errors,
-            "retries": self.caller.retries,
-            "input_tokens": u.input_tokens,
-            "output_tokens": u.output_tokens,
-            "thinking_tokens": u.thinking_tokens,
-        }
-
-    async def rate(self, state: RunState, rows: Sequence[int]) -> None:
-        """Fills `state.difficulty` for `rows`: from the journal where it has them, else asked."""
-        todo = []
-        for row in rows:
-            event = self.known.get(state.items[row].id)
-            if event is None:
-                todo.append(row)
-            elif not event.ok:
-                self._failed(state, row)  # settled as it was: neutral, never asked again
-            else:
-                self._account(state, row, event)
-        await bounded(todo, lambda row: self._ask(state, row), self.concurrency)
-        if self.unparsed or self.errors:
-            log.warning(
-                "difficulty: %d replies without a rating and %d failed calls got the neutral %g",
-                self.unparsed,
-                self.errors,
-                NEUTRAL,
-            )
-
-    async def _ask(self, state: RunState, row: int) -> None:
-        if self.stopped():
-            return  # the run is stopping: a resumed run asks for what is missing
-        item: Item = state.items[row]
-        text, usage, error = await self.caller.ask(item, prompt(item.question), "difficulty")
-        if text is None:
-            self.emit(DifficultyRated(item.id, error=error))
-            self._failed(state, row)
-            return
-        event = DifficultyRated(item.id, parse_rating(text), text[:2000], usage)
-        self.emit(event)
-        self._account(state, row, event)
-
-    def _failed(self, state: RunState, row: int) -> None:
-        self.errors += 1
-        state.difficulty[row] = NEUTRAL
-
-    def _account(self, state: RunState, row: int, event: DifficultyRated) -> None:
-        self.calls += 1
-        self.usage = self.usage + event.usage
-        rating = event.rating
-        if rating is None:
-            self.unparsed += 1
-            log.info("difficulty: no rating in the reply for %s", state.items[row].id)
-        state.difficulty[row] = NEUTRAL if rating is None else float(rating)

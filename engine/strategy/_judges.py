@@ -19,28 +19,22 @@
 "First" and "most recent" are in (round, k) order. The ground-truth verdict of every response is
 computed and journaled whatever the judgement, but only coverage and accuracy read it.
 
-The reward model is an LLM (the `judge` role) asked with `RUBRIC`; `RoleCaller` sends those
-requests through their own limiter and the engine's retry policy, and parses the score.
+The reward model is an LLM (the `judge` role) asked with `RUBRIC`; the run's `RoleCaller`
+(`run/_roles`) sends those requests and reads the score into a `RewardResult`.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ttc.engine.contract._config import POOLS
-from ttc.engine.contract._errors import ConfigError, ProviderError
+from ttc.engine.contract._errors import ConfigError
 from ttc.engine.contract._state import Pick, QuestionRecord, Scored
-from ttc.engine.contract._types import Item, Message, Provider, Request, Sampling, Usage, Verdict
+from ttc.engine.contract._types import Usage, Verdict
 from ttc.engine.journal._events import Rated
-from ttc.engine.send._cache import ProviderCache
-from ttc.engine.send._limiter import Limiter
-from ttc.engine.send._retry import RetryPolicy
-from ttc.engine.send._sender import Job, Sender
-from ttc.engine.send._tokens import TokenEstimator
-from ttc.engine.strategy._rubric import SCALE, parse_score, rubric
+from ttc.engine.strategy._rubric import SCALE
 
 __all__ = [
     "Consensus",
@@ -49,7 +43,6 @@ __all__ = [
     "Noisy",
     "RewardModel",
     "RewardResult",
-    "RoleCaller",
     "unit_draw",
 ]
 
@@ -294,65 +287,3 @@ class RewardResult:
         if event.error is not None:
             return cls(None, None, Usage(), event.error)
         return cls(event.reward, event.text, event.usage)
-
-
-# Role models are sampled at their API's defaults unless a temperature is given
-# (`--judge-temperature`): OpenAI's reasoning models refuse any temperature but their default.
-ROLE_SAMPLING = Sampling()
-
-
-class RoleCaller:
-    """Sends one role's requests (judge, difficulty) through their own limiter and the engine's
-    retry policy; a role's calls never queue behind the policy model's.
-
-    Each call's outcome is reported to `on_outcome` (None when answered, else the error its
-    retries ended in), so the engine can stop a run whose role model keeps failing. `cache`
-    answers calls asked before, ahead of the limiter.
-    """
-
-    def __init__(
-        self,
-        provider: Provider,
-        concurrency: int,
-        retry: RetryPolicy,
-        timeout_s: float,
-        seed: int,
-        sampling: Sampling = ROLE_SAMPLING,
-        *,
-        on_outcome: Callable[[ProviderError | None], None] = lambda error: None,
-        cache: ProviderCache | None = None,
-    ) -> None:
-        self.provider = provider
-        self.seed = seed
-        self.sampling = sampling
-        self.retries = 0
-        self.on_outcome = on_outcome
-        limiter = Limiter(None, None, concurrency)
-        self.sender = Sender(provider, limiter, retry, timeout_s, self._on_retry, cache=cache)
-        # A judge's reply is a short rating: guess 64 tokens until replies have been seen.
-        self.tokens = TokenEstimator(first_output=64)
-
-    def _on_retry(self, job: Job, attempt: int, error: ProviderError, delay: float) -> None:
-        self.retries += 1
-
-    async def ask(self, item: Item, prompt: str, *key: object) -> tuple[str | None, Usage, str]:
-        """(reply text, usage, error): text None when the call failed after its retries."""
-        seed = int(unit_draw(self.seed, "role", item.id, *key) * 2**31)
-        sampling = replace(self.sampling, seed=seed)
-        request = Request((Message("user", prompt),), sampling, 1, item.id)
-        job = Job(-1, 0, 0, request, self.tokens.estimate(len(prompt)))
-        outcome = await self.sender.send_with_retry(job)
-        if outcome.completion is None:
-            assert outcome.error is not None
-            self.on_outcome(outcome.error)
-            return None, Usage(), f"{outcome.error.kind}: {outcome.error}"[:300]
-        self.on_outcome(None)
-        self.tokens.observe_usage(outcome.completion.usage)
-        return outcome.completion.texts[0], outcome.completion.usage, ""
-
-    async def score(self, item: Item, round_no: int, k: int, response: str) -> RewardResult:
-        """The reward model's rating of one response."""
-        text, usage, error = await self.ask(item, rubric(item.question, response), round_no, k)
-        if text is None:
-            return RewardResult(None, None, usage, error)
-        return RewardResult(parse_score(text), text, usage)

@@ -9,14 +9,19 @@ as they do for any round.
                                      failed in it, expired, cancelled ──┴► a new batch (or the
                                                                           synchronous path)
 
-`run_round` is the synchronous rounds' own pipeline (landing, journaling, judging); here its jobs
-come from a queue that this module fills as batches end, and its "send" hands over the outcome
-the batch gave. Durable: every file and batch id is journaled the moment it exists; a resumed
+The round hands this module a `Landing` (`run/_dispatch`), never itself: its pipeline
+(`Landing.land`: landing, journaling, judging) is the synchronous rounds' own; here its jobs come
+from a queue that this module fills as batches end, and its "send" hands over the outcome the
+batch gave. Durable: every file and batch id is journaled the moment it exists; a resumed
 run polls the round's journaled batches for the samples it still lacks, asks the vendor for a
 batch by its tag before creating one (a kill between the creation and its journal line), makes
-a batch of a journaled file instead of uploading it again (a kill between the two: `_batch_plan`),
-and creates batches only for samples no batch holds. A sample is never bought twice: it is in one
-live batch at a time, and a new batch holds only requests whose batch ended without them.
+a batch of a journaled file instead of uploading it again (a kill between the two), and creates
+batches only for samples no batch holds. A sample is never bought twice: it is in one live batch
+at a time, and a new batch holds only requests whose batch ended without them.
+
+How the requests become batches: split by the vendor's limits (`chunks`), checked against
+`--max-cost` before each is submitted (`affordable`), and the files a killed session uploaded
+that a resumed one may use again (`journaled_files`).
 """
 
 from __future__ import annotations
@@ -30,23 +35,23 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from ttc.engine.contract._batch import FINAL_STATES, BatchAPI, BatchResult, BatchStatus
 from ttc.engine.contract._errors import BadRequest, Fatal, ProviderError, Transient
 from ttc.engine.contract._state import sample_seed
+from ttc.engine.contract._types import Usage
 from ttc.engine.journal._batch_events import (
     BatchCreated,
     BatchEvent,
     BatchFileUploaded,
     BatchUpdated,
 )
-from ttc.engine.run._scheduler import run_round, single
-from ttc.engine.run.batch._batch_plan import affordable, chunks, custom_id, journaled_files
+from ttc.engine.run._budget import StopReason
+from ttc.engine.run._dispatch import Landing
+from ttc.engine.run._scheduler import single
 from ttc.engine.send._sender import Job, Outcome, Sender
-
-if TYPE_CHECKING:
-    from ttc.engine.run._round import RoundRun
+from ttc.engine.send._tokens import text_tokens
 
 __all__ = ["BatchRound", "custom_id"]
 
@@ -91,13 +96,13 @@ class _Live:
 
 
 class BatchRound:
-    """Sends the jobs of one round through `api` and lands them through `run`'s callbacks."""
+    """Sends the jobs of one round through `api` and lands them in the round (`landing`)."""
 
-    def __init__(self, run: RoundRun, api: BatchAPI, journaled: Sequence[BatchEvent]) -> None:
-        self.run = run
-        self.ctx = run.ctx
+    def __init__(self, landing: Landing, api: BatchAPI, journaled: Sequence[BatchEvent]) -> None:
+        self.landing = landing
+        self.ctx = landing.ctx
         self.api = api
-        self.t = run.t
+        self.t = landing.round
         self.journaled = list(journaled)
         self.resumed = bool(journaled)
         # Files uploaded before a kill, of which no batch was made: used instead of uploading.
@@ -109,14 +114,13 @@ class BatchRound:
         self.live: list[_Live] = []
         self._poll_errors = 0
         self._sync: Sender | None = None
-        self._rng = random.Random(sample_seed(run.ctx.config.seed, "batch", run.t, 0))
+        self._rng = random.Random(sample_seed(self.ctx.config.seed, "batch", self.t, 0))
 
-    async def send(self, jobs: Iterable[Job]) -> None:
-        """Sends every job, landing each as its batch ends (or the cache answers it)."""
-        run, ctx, cfg = self.run, self.ctx, self.ctx.config
+    async def send(self, jobs: Iterable[Job], to_send: int) -> None:
+        """Sends every job (at most `to_send`), landing each as its batch ends (or the cache
+        answers it)."""
 
         async def outcome(job: Job) -> Outcome:
-            run.stats.sent += 1
             return self.outcomes.pop(custom_id(job))
 
         async def produce() -> None:
@@ -128,16 +132,7 @@ class BatchRound:
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(produce())
-                await run_round(
-                    self.ready,
-                    outcome,
-                    run.on_landed,
-                    run.on_judged,
-                    workers=cfg.concurrency,
-                    verifiers=max(4, 4 * cfg.verifier_workers),
-                    stopped=lambda: ctx.stopped,
-                    on_failure=ctx.fail,
-                )
+                await self.landing.land(self.ready, outcome, to_send)
         except BaseExceptionGroup as group:
             raise single(group) from None
 
@@ -206,7 +201,7 @@ class BatchRound:
         jobs go in (row, k) order, so the same samples make the same file and tag."""
         jobs = sorted(jobs, key=lambda job: (job.row, job.k))
         for chunk, lines in chunks(self.api, jobs):
-            if self.ctx.stopped or not affordable(self.run, chunk):
+            if self.ctx.stopped or not affordable(self.landing, chunk):
                 return
             data = b"".join(lines)
             digest = hashlib.sha256(data).hexdigest()[:20]
@@ -389,18 +384,67 @@ class BatchRound:
             await self._submit(jobs, attempt)
 
     async def _send_sync(self, job: Job) -> None:
-        if self._sync is None:
-            ctx, cfg = self.ctx, self.ctx.config
-            self._sync = Sender(
-                ctx.provider,
-                ctx.limiter,
-                ctx.retry,
-                cfg.timeout_s,
-                self.run.on_retry,
-                seed=sample_seed(cfg.seed, "", self.t, 1),
-                cache=ctx.cache,
-            )
+        if self._sync is None:  # its retries' jitter drawn apart from the synchronous path's
+            self._sync = self.landing.sender(1)
         self._land(job, await self._sync.send_with_retry(job))
+
+
+def custom_id(job: Job) -> str:
+    """A sample's id within its round's batches: round, question row, sample index."""
+    return f"t{job.round}-r{job.row}-k{job.k}"
+
+
+def chunks(api: BatchAPI, jobs: list[Job]) -> Iterable[tuple[list[Job], list[bytes]]]:
+    """`jobs` in batches of at most the vendor's requests and bytes, with their input lines."""
+    size = 0
+    chunk: list[Job] = []
+    lines: list[bytes] = []
+    for job in jobs:
+        line = api.encode(custom_id(job), job.request)
+        if chunk and (len(chunk) >= api.max_requests or size + len(line) > api.max_bytes):
+            yield chunk, lines
+            chunk, lines, size = [], [], 0
+        chunk.append(job)
+        lines.append(line)
+        size += len(line)
+    if chunk:
+        yield chunk, lines
+
+
+def affordable(landing: Landing, chunk: list[Job]) -> bool:
+    """--max-cost: a batch whose estimated cost would pass the budget is not submitted (the
+    run stops, saying why)."""
+    budget, state = landing.ctx.budget, landing.state
+    limit, price = landing.ctx.config.max_cost_usd, budget.pricing.price
+    if limit is None or price is None:
+        return True
+    estimate = Usage()
+    for job in chunk:
+        prompt = text_tokens(sum(len(m.content) for m in job.request.messages))
+        estimate = estimate + Usage(prompt, max(0, job.est_tokens - prompt))
+    spent = price.cost(state.total_usage())
+    spent += sum(c for c in budget.role_costs(state).values() if c is not None)
+    cost = price.cost(estimate.bought_in_batch())
+    if spent + cost <= limit:
+        return True
+    budget.stop(
+        StopReason.budget(
+            f"--max-cost ${limit:g} would be passed by the next batch ({len(chunk)} requests, "
+            f"about ${cost:.4f} at the batch rate, ${spent:.4f} spent)"
+        )
+    )
+    return False
+
+
+def journaled_files(api: BatchAPI, journaled: Sequence[BatchEvent]) -> dict[str, str]:
+    """The input files a session uploaded but made no batch of (killed between the two), by
+    tag: a resumed run creates the batch from the file instead of uploading it again."""
+    used = {e.file_id for e in journaled if isinstance(e, BatchCreated)}
+    return {
+        e.tag: e.file_id
+        for e in journaled
+        if isinstance(e, BatchFileUploaded) and e.file_id not in used and api.reusable(e.file_id)
+    }
 
 
 def _final(result: BatchResult) -> bool:

@@ -1,0 +1,123 @@
+"""What sends a round's requests is given: the run's parts (`RoundContext`) and where the round's
+samples land (`Landing`), with the one pipeline every dispatcher sets up.
+
+A round has two dispatchers: the synchronous one (`RoundRun`: each request sent as a worker takes
+it) and a Batch API's (`run/batch`). Both send on the run's send path (`Landing.sender`: the
+cache, the limiter, retries) and land every outcome through `run_round` into the round's
+callbacks (`Landing.land`). The round makes the `Landing` and hands it over, so a dispatcher
+needs nothing else of the round, and `run/batch` never imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
+
+from ttc.engine.contract._config import RunConfig
+from ttc.engine.contract._state import RunState, sample_seed
+from ttc.engine.contract._types import Provider, Suite
+from ttc.engine.journal._events import Event
+from ttc.engine.run._budget import RunBudget
+from ttc.engine.run._roles import RoleCaller
+from ttc.engine.run._scheduler import Landed, run_round
+from ttc.engine.run._stream import SolvedWatch
+from ttc.engine.run._verify import Verifiers
+from ttc.engine.send._cache import ProviderCache
+from ttc.engine.send._limiter import Limiter
+from ttc.engine.send._retry import RetryPolicy
+from ttc.engine.send._sender import Job, Outcome, RetryHook, Sender
+from ttc.engine.send._tokens import TokenEstimator
+from ttc.engine.strategy._judges import Judgement
+
+__all__ = ["Landing", "RoundContext"]
+
+
+@dataclass(frozen=True, slots=True)
+class RoundContext:
+    """What a round needs of its run: the config, the send path, the judges, the budget, and
+    where its events go (the journal and the run's observer)."""
+
+    config: RunConfig
+    suite: Suite
+    judgement: Judgement
+    provider: Provider
+    limiter: Limiter
+    retry: RetryPolicy
+    verifiers: Verifiers
+    scorer: RoleCaller | None
+    budget: RunBudget
+    outputs: TokenEstimator
+    emit: Callable[[Event], None]
+    # The response cache as the policy model sees it, if the host gave one.
+    cache: ProviderCache | None = None
+    # Tells the stream each question's resolution as it happens.
+    watch: SolvedWatch | None = None
+    # Told of an error that fails the run (a bug in a provider, a judge that raised): it stops
+    # the dispatch at once; the round raises the error once the requests in flight have landed.
+    fail: Callable[[Exception], None] = lambda exc: None
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the run is stopping: nothing new is dispatched."""
+        return self.budget.is_stopped()
+
+
+@dataclass(frozen=True, slots=True)
+class Landing:
+    """Where round `round`'s samples land: the round's callbacks, made by the round for the
+    dispatcher that sends them."""
+
+    ctx: RoundContext
+    state: RunState
+    round: int
+    # A request goes out (answered, or cut off by a stop, or not): counted.
+    on_sent: Callable[[], None]
+    # One failed attempt that will be retried: counted and journaled.
+    on_retry: RetryHook
+    # A sample's final outcome, a response or its last error: journaled at once.
+    on_landed: Callable[[Job, Outcome], None]
+    # Answered samples, as many as landed meanwhile: judged, then accounted.
+    on_judged: Callable[[list[Landed]], Awaitable[None]]
+
+    def sender(self, stream: int) -> Sender:
+        """A sender on the run's send path whose retries the round journals; `stream` keeps its
+        jitter's draws apart from another sender's in the same round."""
+        ctx, cfg = self.ctx, self.ctx.config
+        seed = sample_seed(cfg.seed, "", self.round, stream)
+        return Sender(
+            ctx.provider,
+            ctx.limiter,
+            ctx.retry,
+            cfg.timeout_s,
+            self.on_retry,
+            seed=seed,
+            cache=ctx.cache,
+        )
+
+    async def land(
+        self,
+        jobs: Iterable[Job] | AsyncIterator[Job],
+        send: Callable[[Job], Awaitable[Outcome]],
+        to_send: int,
+    ) -> None:
+        """Sends each of `jobs` (at most `to_send`) through `send` and lands its outcome in the
+        round, until they run out or the run stops (`run_round`)."""
+        ctx, cfg = self.ctx, self.ctx.config
+        workers = min(cfg.concurrency, to_send)
+        # A few verify workers per verifier process keep every process busy.
+        verifiers = min(workers, max(4, 4 * cfg.verifier_workers))
+
+        async def counted(job: Job) -> Outcome:
+            self.on_sent()
+            return await send(job)
+
+        await run_round(
+            jobs,
+            counted,
+            self.on_landed,
+            self.on_judged,
+            workers=workers,
+            verifiers=verifiers,
+            stopped=lambda: ctx.stopped,
+            on_failure=ctx.fail,
+        )
