@@ -30,7 +30,6 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any, Literal, cast, get_args
 
-import openai
 import orjson
 
 from ttc.adapters.providers._http import redact, status_error
@@ -70,6 +69,10 @@ class OpenAIBatchAPI(BatchAPI):
         query = dict(
             part.split("=", 1) for part in base.query.lstrip("?").split("&") if "=" in part
         )
+        # The SDK is imported here, not with the module: it costs about a second at every `ttc`
+        # start, and only batch mode's control calls (files, batches) use it.
+        import openai
+
         self._client = openai.AsyncOpenAI(
             base_url=base.root,
             api_key=provider._key or "none",
@@ -171,6 +174,8 @@ class OpenAIBatchAPI(BatchAPI):
         return BatchResult(cid, completion)
 
     def _translate(self) -> contextlib.AbstractContextManager[None]:
+        import openai
+
         return sdk_errors(
             self.provider.name, self._secrets, openai, openai.OpenAIError, status_error
         )
