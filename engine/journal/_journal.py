@@ -1,8 +1,8 @@
 """The append-only journal of a run: one orjson line per typed event, written through at once.
 
-The events are the frozen dataclasses of `_events` (one codec: `encode` / `decode`); the replay
-readers (`completed_samples`, `difficulty_ratings`) return typed records (a resumed run reads its
-samples as `Replays`, kept as their lines until each is replayed). Event kinds (`ev`):
+The events are the frozen dataclasses of `_events`, written and read by the one codec (`_codec`);
+the replay readers (`completed_samples`, `difficulty_ratings`) return typed records (a resumed
+run reads its samples as `Replays`, kept as their lines until each is replayed). Event kinds (`ev`):
 - `start`: a run (or a resumed run) began.
 - `sample`: one planned sample landed, written the moment it lands: its text, usage, attempts and
   the demonstrations it was shown, or its final error. Keyed by (round, item, k).
@@ -49,11 +49,11 @@ offset is known then). What that keeps of the crash guarantees:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import orjson
 
@@ -67,19 +67,15 @@ from ttc.engine.journal._batch_events import (
     BatchFileUploaded,
     BatchUpdated,
 )
+from ttc.engine.journal._codec import Codec, Eventlike, Fields, UnknownEvent, encode
 from ttc.engine.journal._events import (
+    EVENTS,
     DifficultyRated,
     Event,
-    Fields,
     Judged,
-    LimiterSampled,
     Rated,
-    Retried,
-    RoundEnded,
-    RunStarted,
     SampleKey,
     SampleLanded,
-    decode_sample,
 )
 
 __all__ = [
@@ -91,12 +87,6 @@ __all__ = [
     "decode",
     "read_events",
 ]
-
-
-class Encodable(Protocol):
-    """A typed event: what a journal line holds (see `_events`)."""
-
-    def encode(self) -> Fields: ...
 
 
 def journal_lines(path: Path) -> Iterator[tuple[int, Fields]]:
@@ -123,33 +113,19 @@ def read_journal(path: Path) -> Iterator[Fields]:
         yield fields
 
 
-DECODERS: dict[str, Callable[[Fields], Event]] = {
-    RunStarted.KIND: RunStarted.decode,
-    SampleLanded.KIND: decode_sample,
-    Judged.KIND: Judged.decode,
-    Rated.KIND: Rated.decode,
-    DifficultyRated.KIND: DifficultyRated.decode,
-    Retried.KIND: Retried.decode,
-    RoundEnded.KIND: RoundEnded.decode,
-    LimiterSampled.KIND: LimiterSampled.decode,
-    BatchFileUploaded.KIND: BatchFileUploaded.decode,
-    BatchCreated.KIND: BatchCreated.decode,
-    BatchUpdated.KIND: BatchUpdated.decode,
-}
-
-
-def decode(fields: Fields, where: str = "journal") -> Event:
-    """The typed event of one journal line; a DataError naming `where` (file:line) if not."""
-    kind = fields.get("ev")
-    decoder = DECODERS.get(str(kind))
-    if decoder is None:
-        raise DataError(f"{where}: unknown journal event {kind!r}")
+def decode(fields: Fields, where: str = "journal", codec: Codec = EVENTS) -> Event:
+    """The typed event of one journal line (of a run's journal, or of `codec`'s); a DataError
+    naming `where` (file:line) if not."""
     try:
-        return decoder(fields)
+        event: Event = codec.decode(fields)
+    except UnknownEvent:
+        raise DataError(f"{where}: unknown journal event {fields.get('ev')!r}") from None
     except KeyError as exc:
-        raise DataError(f"{where}: {kind} event lacks a valid {exc}") from None
+        raise DataError(f"{where}: {fields['ev']} event lacks a valid {exc}") from None
     except (TypeError, ValueError, IndexError, AttributeError) as exc:
+        kind = fields["ev"]
         raise DataError(f"{where}: {kind} event has a field of the wrong kind ({exc})") from None
+    return event
 
 
 def read_events(path: Path, kinds: frozenset[str] | None = None) -> Iterator[Event]:
@@ -281,12 +257,13 @@ class Journal:
         self._out.open()
         return self
 
-    def append(self, event: Encodable) -> int:
-        """Hands one event, as one line, to the writer and returns at once (never waiting for
-        the disk); returns the line's byte offset. WriteError: an earlier line failed."""
+    def append(self, event: Eventlike) -> int:
+        """Hands one event (of any registered kind: `_codec`), as one line, to the writer and
+        returns at once (never waiting for the disk); returns the line's byte offset.
+        WriteError: an earlier line failed."""
         if not self._out.is_open:
             raise RuntimeError("journal is not open")
-        line = event.encode()
+        line = encode(event)
         line["at"] = round(time.time(), 3)  # the wall clock: a run's times over its sessions
         return self._out.append(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
 

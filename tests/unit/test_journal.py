@@ -24,7 +24,7 @@ from ttc.engine import (
     Verdict,
 )
 from ttc.engine.cli import EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_PROVIDER
-from ttc.engine.journal import Landed, completed_samples, decode, read_events
+from ttc.engine.journal import Landed, completed_samples, decode, encode, read_events
 from ttc.engine.journal._journal import difficulty_ratings
 
 # Lines exactly as the dict-literal journal wrote them (field names and order), one per kind.
@@ -57,7 +57,7 @@ LINES = [
 @pytest.mark.parametrize("line", LINES)
 def test_each_event_reads_back_and_writes_the_same_bytes(line: bytes) -> None:
     event = decode(orjson.loads(line), "journal.jsonl:1")
-    assert orjson.dumps(event.encode()) == line
+    assert orjson.dumps(encode(event)) == line
 
 
 def test_lines_decode_to_their_typed_events() -> None:
