@@ -9,20 +9,26 @@ directory written by an older version still resumes (`EVENTS` reads them back). 
 
 Kinds (`ev`): `start`, `sample` (`SampleLanded` or `SampleFailed`), `verdict`, `judge`,
 `difficulty`, `retry`, `round`, `limiter`; batch mode's `batch_file`, `batch`, `batch_state`
-(`_batch_events`).
+(`_batch_events`). The `limiter` events come with their writer, `sample_limiter`: the limiter
+sampled every second while rounds run, the run's timeline (`ttc report --timeline`).
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ttc.engine.contract._state import RoundStats
 from ttc.engine.contract._types import Usage
 from ttc.engine.journal._batch_events import BatchCreated, BatchFileUploaded, BatchUpdated
 from ttc.engine.journal._codec import Codec, Fields, event, spec
 
-__all__ = ["EVENTS", "Event", "Fields", "SampleKey"]
+if TYPE_CHECKING:
+    from ttc.engine.send._limiter import Limiter
+
+__all__ = ["EVENTS", "Event", "Fields", "SampleKey", "sample_limiter"]
 
 SampleKey = tuple[int, str, int]
 
@@ -181,8 +187,8 @@ class Retried(_Keyed):
 @event()
 @dataclass(frozen=True, slots=True)
 class LimiterSampled:
-    """The send path's state, sampled while rounds run (`_ratelog`): requests in flight, the
-    adaptive concurrency cap, and the limits in force (configured, or learned from the
+    """The send path's state, sampled while rounds run (`sample_limiter`): requests in flight,
+    the adaptive concurrency cap, and the limits in force (configured, or learned from the
     provider's rate-limit headers; None: none). The run's timeline is drawn from these."""
 
     KIND: ClassVar[str] = "limiter"
@@ -190,6 +196,21 @@ class LimiterSampled:
     cap: int
     rpm: float | None = None
     tpm: float | None = None
+
+
+# Seconds between limiter samples: a ten-hour run writes 36,000 short lines (about 3 MB).
+EVERY_S = 1.0
+
+
+async def sample_limiter(
+    limiter: Limiter, emit: Callable[[Event], None], every_s: float = EVERY_S
+) -> None:
+    """Emits the limiter's state now and every `every_s` seconds, until cancelled: the run's
+    timeline, from which `ttc report --timeline` draws requests in flight against the adaptive
+    cap and the limits in force over the run."""
+    while True:
+        emit(LimiterSampled(limiter.in_flight, limiter.concurrency_cap, limiter.rpm, limiter.tpm))
+        await asyncio.sleep(every_s)
 
 
 @event()

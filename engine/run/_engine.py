@@ -31,10 +31,15 @@ from ttc.engine.contract._errors import ConfigError, describe_failure
 from ttc.engine.contract._policy import Allotment, DemoPlan
 from ttc.engine.contract._state import RoundStats, RunState, count_into
 from ttc.engine.contract._types import Item, Provider, Suite, Usage, require_parts
-from ttc.engine.journal._events import Event, LimiterSampled, RoundEnded, RunStarted
+from ttc.engine.journal._events import (
+    Event,
+    LimiterSampled,
+    RoundEnded,
+    RunStarted,
+    sample_limiter,
+)
 from ttc.engine.journal._journal import Journal, Landed, SampleKey, difficulty_ratings
 from ttc.engine.journal._logs import to_run_log
-from ttc.engine.journal._ratelog import sample_limiter
 from ttc.engine.journal._rundir import RunDir
 from ttc.engine.journal._walltime import RunTimer, past_times
 from ttc.engine.run._budget import RunBudget, StopReason
