@@ -2,7 +2,7 @@
 and the output written from the journal in input order.
 
 The journal (`OUTPUT.journal`) holds a `start` line naming the input by its sha256
-(`BatchStarted`), then one `result` line (`BatchResult`) per request that landed, each the output
+(`BatchStarted`), then one `result` line (`RequestResult`) per request that landed, each the output
 line to be (`out`) with whether it is final (a 2xx or 4xx response) or an error to send again on
 resume. A later result of the same request wins. Only the byte offset of each request's latest
 result is kept in memory: the output is copied from the journal at the end, so no request body or
@@ -75,7 +75,7 @@ def _output_line(raw: Any) -> dict[str, Any]:
 
 @event()
 @dataclass(frozen=True, slots=True)
-class BatchResult:
+class RequestResult:
     """Request `i` landed: its output line `out`, final (2xx, 4xx) or an error to send again."""
 
     KIND: ClassVar[str] = "result"
@@ -86,7 +86,7 @@ class BatchResult:
 
 
 # A `ttc batch` journal, read back.
-BATCH_JOURNAL = Codec(BatchStarted, BatchResult)
+BATCH_JOURNAL = Codec(BatchStarted, RequestResult)
 
 
 def _parse(
@@ -179,7 +179,7 @@ class BatchJournal:
                     kind = fields["ev"]
                     if lineno == 1:
                         self._check_input(kind, fields)
-                    elif kind == BatchResult.KIND:
+                    elif kind == RequestResult.KIND:
                         result = BATCH_JOURNAL.decode(fields)
                         self.offsets[result.i] = offset
                         self.final[result.i] = result.final
@@ -202,13 +202,13 @@ class BatchJournal:
                 f"(sha256 {self.scan.sha256[:12]}); remove it or choose another --out"
             )
 
-    def append(self, event: BatchStarted | BatchResult) -> int:
+    def append(self, event: BatchStarted | RequestResult) -> int:
         """Hands one event, as one line, to the journal's writer; returns the line's offset."""
         return self._journal.append(event)
 
     def record(self, index: int, out: dict[str, Any], *, final: bool, attempts: int) -> None:
         """Appends request `index`'s result (the output line `out`)."""
-        self.offsets[index] = self.append(BatchResult(index, final, attempts, out))
+        self.offsets[index] = self.append(RequestResult(index, final, attempts, out))
         self.final[index] = final
 
     @property

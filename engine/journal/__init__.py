@@ -18,7 +18,7 @@ from ttc.engine.journal._events import (
 )
 from ttc.engine.journal._journal import (
     Journal,
-    Landed,
+    Replay,
     completed_samples,
     decode,
     read_events,
@@ -34,9 +34,9 @@ __all__ = [
     "Event",
     "Journal",
     "Judged",
-    "Landed",
     "LimiterSampled",
     "Rated",
+    "Replay",
     "Retried",
     "RoundEnded",
     "RunStarted",

@@ -80,7 +80,7 @@ from ttc.engine.journal._events import (
 
 __all__ = [
     "Journal",
-    "Landed",
+    "Replay",
     "Replays",
     "SampleKey",
     "completed_samples",
@@ -136,9 +136,10 @@ def read_events(path: Path, kinds: frozenset[str] | None = None) -> Iterator[Eve
 
 
 @dataclass(frozen=True, slots=True)
-class Landed:
-    """A journaled sample with a response, with what the journal says of it since: its verdict
-    (when it was judged) and its reward model's last rating (answered or failed)."""
+class Replay:
+    """A sample a resumed run replays instead of sending: its journaled response, with what the
+    journal says of it since: its verdict (when it was judged) and its reward model's last
+    rating (answered or failed)."""
 
     sample: SampleLanded
     verdict: Verdict | None = None
@@ -149,7 +150,7 @@ _REPLAYED = frozenset({SampleLanded.KIND, Judged.KIND, Rated.KIND})
 _BATCHES = frozenset({BatchFileUploaded.KIND, BatchCreated.KIND, BatchUpdated.KIND})
 
 
-def completed_samples(path: Path) -> dict[SampleKey, Landed]:
+def completed_samples(path: Path) -> dict[SampleKey, Replay]:
     """The samples of a journal that have a response, keyed by (round, item id, k)."""
     return dict(Replays.read(path))
 
@@ -159,7 +160,7 @@ _Lines = tuple[bytes, bytes | None, bytes | None]
 E = TypeVar("E", bound=Event)
 
 
-class Replays(MutableMapping[SampleKey, Landed]):
+class Replays(MutableMapping[SampleKey, Replay]):
     """`completed_samples` as a resumed run replays them: each sample is kept as its journal
     lines until it is taken, then decoded. Bytes hold no references, so however many samples a
     journal holds (tens of thousands), the garbage collector has none of them to walk, and its
@@ -167,7 +168,7 @@ class Replays(MutableMapping[SampleKey, Landed]):
 
     def __init__(self) -> None:
         self._lines: dict[SampleKey, _Lines] = {}
-        self._decoded: dict[SampleKey, Landed] = {}  # what was set, not read
+        self._decoded: dict[SampleKey, Replay] = {}  # what was set, not read
         # Batch mode: each round's batch events, in order (a resume polls those batches).
         self.batches: dict[int, list[BatchEvent]] = {}
 
@@ -198,18 +199,18 @@ class Replays(MutableMapping[SampleKey, Landed]):
                 lines[event.key] = (before[0], before[1], raw)
         return replays
 
-    def __getitem__(self, key: SampleKey) -> Landed:
+    def __getitem__(self, key: SampleKey) -> Replay:
         if key in self._decoded:
             return self._decoded[key]
         sample, verdict, rating = self._lines[key]
         judged = None if verdict is None else _decoded(verdict, Judged)
-        return Landed(
+        return Replay(
             _decoded(sample, SampleLanded),
             None if judged is None else Verdict(judged.score, judged.answer),
             None if rating is None else _decoded(rating, Rated),
         )
 
-    def __setitem__(self, key: SampleKey, value: Landed) -> None:
+    def __setitem__(self, key: SampleKey, value: Replay) -> None:
         self._lines.pop(key, None)
         self._decoded[key] = value
 

@@ -38,7 +38,7 @@ from ttc.engine.journal._events import (
     RunStarted,
     sample_limiter,
 )
-from ttc.engine.journal._journal import Journal, Landed, SampleKey, difficulty_ratings
+from ttc.engine.journal._journal import Journal, Replay, SampleKey, difficulty_ratings
 from ttc.engine.journal._logs import to_run_log
 from ttc.engine.journal._rundir import RunDir
 from ttc.engine.journal._walltime import RunTimer, past_times
@@ -246,14 +246,14 @@ class Engine:
 
     async def _open(
         self, stack: contextlib.AsyncExitStack, state: RunState, timer: RunTimer
-    ) -> tuple[MutableMapping[SampleKey, Landed], asyncio.Task[Retrieval] | None]:
+    ) -> tuple[MutableMapping[SampleKey, Replay], asyncio.Task[Retrieval] | None]:
         """Sets a run up; `stack` undoes each part, in reverse, when the run ends however."""
         cfg = self.config
         needs_vectors = self.strategy.needs_embeddings and cfg.rounds > cfg.warmup_rounds
         # What can be refused is refused before anything is written (a refused resume leaves a
         # run as it was), or (the embedder, which run.log names) before the journal or a request.
         self.parts.check_prices(self.pricing)
-        done: MutableMapping[SampleKey, Landed] = {}
+        done: MutableMapping[SampleKey, Replay] = {}
         if self.rundir is not None:  # checked, locked, opened; on resume, the journal's samples
             description = await in_thread(self.parts.describe, state.items)  # its checksum
             done = await open_rundir(stack, self.rundir, description, resume=self.resume)
@@ -328,7 +328,7 @@ class Engine:
     async def _rounds(
         self,
         state: RunState,
-        done: MutableMapping[SampleKey, Landed],
+        done: MutableMapping[SampleKey, Replay],
         embedding: asyncio.Task[Retrieval] | None,
         timer: RunTimer,
     ) -> None:
@@ -382,7 +382,7 @@ class Engine:
         state: RunState,
         stats: RoundStats,
         retrieval: Retrieval | None,
-        done: MutableMapping[SampleKey, Landed],
+        done: MutableMapping[SampleKey, Replay],
     ) -> None:
         t, k = stats.round, self.config.k
         strategy = self.strategy

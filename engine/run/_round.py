@@ -36,7 +36,7 @@ from ttc.engine.contract._types import (
     Verdict,
 )
 from ttc.engine.journal._events import Event, Judged, Retried, SampleFailed, SampleLanded
-from ttc.engine.journal._journal import Landed, Replays, SampleKey
+from ttc.engine.journal._journal import Replay, Replays, SampleKey
 from ttc.engine.run._budget import RunBudget
 from ttc.engine.run._scheduler import run_round
 from ttc.engine.run._stream import SolvedWatch
@@ -88,7 +88,7 @@ class _Replayed:
 
     row: int
     k: int
-    landed: Landed
+    landed: Replay
     # Judged (or rated) in this session, not read back: journaled anew.
     fresh_verdict: bool = False
     fresh_rating: RewardResult | None = None
@@ -102,7 +102,7 @@ class RoundRun:
         ctx: RoundContext,
         state: RunState,
         stats: RoundStats,
-        done: MutableMapping[SampleKey, Landed],
+        done: MutableMapping[SampleKey, Replay],
     ) -> None:
         self.ctx = ctx
         self.state = state

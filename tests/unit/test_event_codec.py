@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from ttc.engine import DataError
-from ttc.engine.cli._batchio import BATCH_JOURNAL, BatchResult, BatchStarted
+from ttc.engine.cli._batchio import BATCH_JOURNAL, BatchStarted, RequestResult
 from ttc.engine.contract import Usage
 from ttc.engine.journal import (
     BatchCreated,
@@ -71,7 +71,7 @@ RUN_EVENTS: list[Any] = [
 BATCH_EVENTS: list[Any] = [
     BatchStarted("in.jsonl", "ab" * 32, 3, False),
     BatchStarted("/x/in.jsonl", "cd" * 32, 10, True),
-    BatchResult(
+    RequestResult(
         0,
         True,
         1,
@@ -82,7 +82,7 @@ BATCH_EVENTS: list[Any] = [
             "error": None,
         },
     ),
-    BatchResult(
+    RequestResult(
         2,
         False,
         4,
@@ -107,7 +107,7 @@ def test_every_kind_writes_the_line_the_hand_codec_wrote_and_reads_back(
     event: Any, line: bytes
 ) -> None:
     assert orjson.dumps(encode(event)) == line  # field by field, in the same order
-    codec = BATCH_JOURNAL if isinstance(event, BatchStarted | BatchResult) else EVENTS
+    codec = BATCH_JOURNAL if isinstance(event, BatchStarted | RequestResult) else EVENTS
     assert codec.decode(orjson.loads(line)) == event
 
 
@@ -137,7 +137,7 @@ def test_batch_lines_of_older_journals_read_as_before() -> None:
     line = {"ev": "start", "input": "i", "input_sha256": "ab", "requests": "3", "resumed": 1}
     assert BATCH_JOURNAL.decode(line) == BatchStarted("i", "ab", 3, True)
     result = {"ev": "result", "i": "2", "final": 1, "out": {"a": 1}}
-    assert BATCH_JOURNAL.decode(result) == BatchResult(2, True, 1, {"a": 1})
+    assert BATCH_JOURNAL.decode(result) == RequestResult(2, True, 1, {"a": 1})
     with pytest.raises(TypeError, match="'out' is not an object"):
         BATCH_JOURNAL.decode({"ev": "result", "i": 2, "final": True, "out": [1]})
 
