@@ -208,8 +208,8 @@ def _encoder(
     ok: bool,
     failed: Callable[[Any], Fields] | None = None,
 ) -> Callable[[Any], Fields]:
-    """`encode(e)`: the leading keys as one dict display, each after the first left-out one
-    set in order (`ok` is a constant; a flag, `true` or nothing, ends the line)."""
+    """`encode(e)`: the keys up to the first that may be left out as one dict display, the rest
+    set one by one, in order (`ok` is a constant; a flag, `true` or nothing, ends the line)."""
     env: dict[str, Any] = {"KIND": cls.KIND, "failed": failed}
     shown = ['"ev": KIND']
     after: list[str] = []
