@@ -24,7 +24,7 @@ error "error" when the line has none).
 `Codec(*classes)` reads lines back: a registry by kind, one per journal (a run's `start` and a
 `ttc batch` session's `start` are different events). Decoding raises UnknownEvent for a kind it
 does not hold, KeyError for a required key that is absent, and TypeError or ValueError for a
-value of the wrong kind; the journal's reader turns those into a DataError naming file and line.
+value of the wrong kind; `read` makes those one DataError naming the file and line.
 
 The plan is compiled, as `dataclasses` makes a class's `__init__`, into one function per class
 each way (the line as one dict display; the event as one constructor call), because the journal
@@ -40,6 +40,8 @@ import types
 import typing
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Literal, NamedTuple, Protocol, TypeVar
+
+from ttc.engine.contract._errors import DataError
 
 __all__ = ["Codec", "Eventlike", "Fields", "UnknownEvent", "encode", "event", "spec"]
 
@@ -305,3 +307,17 @@ class Codec:
         if by is not None and not (fields["ok"] if by == "ok" else fields.get("ok")):
             return failed(fields)
         return decode(fields)
+
+    def read(self, fields: Fields, where: str) -> Any:
+        """`decode`, its errors one DataError naming `where` (file:line) and what is wrong."""
+        try:
+            return self.decode(fields)
+        except UnknownEvent:
+            raise DataError(f"{where}: unknown journal event {fields.get('ev')!r}") from None
+        except KeyError as exc:
+            raise DataError(f"{where}: {fields['ev']} event lacks a valid {exc}") from None
+        except (TypeError, ValueError, IndexError, AttributeError) as exc:
+            kind = fields["ev"]
+            raise DataError(
+                f"{where}: {kind} event has a field of the wrong kind ({exc})"
+            ) from None

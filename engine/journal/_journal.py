@@ -67,7 +67,7 @@ from ttc.engine.journal._batch_events import (
     BatchFileUploaded,
     BatchUpdated,
 )
-from ttc.engine.journal._codec import Codec, Eventlike, Fields, UnknownEvent, encode
+from ttc.engine.journal._codec import Eventlike, Fields, encode
 from ttc.engine.journal._events import (
     EVENTS,
     DifficultyRated,
@@ -113,18 +113,10 @@ def read_journal(path: Path) -> Iterator[Fields]:
         yield fields
 
 
-def decode(fields: Fields, where: str = "journal", codec: Codec = EVENTS) -> Event:
-    """The typed event of one journal line (of a run's journal, or of `codec`'s); a DataError
-    naming `where` (file:line) if not."""
-    try:
-        event: Event = codec.decode(fields)
-    except UnknownEvent:
-        raise DataError(f"{where}: unknown journal event {fields.get('ev')!r}") from None
-    except KeyError as exc:
-        raise DataError(f"{where}: {fields['ev']} event lacks a valid {exc}") from None
-    except (TypeError, ValueError, IndexError, AttributeError) as exc:
-        kind = fields["ev"]
-        raise DataError(f"{where}: {kind} event has a field of the wrong kind ({exc})") from None
+def decode(fields: Fields, where: str = "journal") -> Event:
+    """The typed event of one line of a run's journal; a DataError naming `where` (file:line)
+    if not."""
+    event: Event = EVENTS.read(fields, where)
     return event
 
 

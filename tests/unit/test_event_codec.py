@@ -1,6 +1,6 @@
 """The one journal codec against the hand-written codecs it replaced (commit c798ef4): every event
 kind, in each shape its line takes, writes the very lines they wrote and reads back as itself;
-the odd lines of older journals read as they did; `ttc batch`'s journal uses the same codec."""
+the odd lines of older journals read as they did; `ttc batch`'s journals use the same codec."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from ttc.engine import DataError
+from ttc.engine.cli._batchapi import _FACTS, ApiStarted, PartCreated, PartUploaded
 from ttc.engine.cli._batchio import BATCH_JOURNAL, BatchStarted, RequestResult
 from ttc.engine.contract import Usage
 from ttc.engine.journal import (
@@ -111,8 +112,28 @@ def test_every_kind_writes_the_line_the_hand_codec_wrote_and_reads_back(
     assert codec.decode(orjson.loads(line)) == event
 
 
+# `ttc batch --via-batch-api`'s facts, as c798ef4's `_batchapi` wrote them (dict literals).
+API_FACTS: list[tuple[Any, dict[str, Any]]] = [
+    (ApiStarted("ab" * 32, 7), {"ev": "start", "sha256": "ab" * 32, "requests": 7}),
+    (PartUploaded(0, "file-1"), {"ev": "file", "part": 0, "id": "file-1"}),
+    (PartCreated(0, "batch_1"), {"ev": "batch", "part": 0, "id": "batch_1"}),
+    (
+        PartCreated(1, "batch_2", found=True),
+        {"ev": "batch", "part": 1, "id": "batch_2", "found": True},
+    ),
+]
+
+
+@pytest.mark.parametrize(("fact", "line"), API_FACTS)
+def test_the_batch_api_journal_writes_and_reads_its_facts_as_before(
+    fact: Any, line: dict[str, Any]
+) -> None:
+    assert orjson.dumps(encode(fact)) == orjson.dumps(line)
+    assert _FACTS.decode(line) == fact
+
+
 def test_every_registered_kind_is_covered() -> None:
-    covered = {type(e) for e in [*RUN_EVENTS, *BATCH_EVENTS]}
+    covered = {type(e) for e in [*RUN_EVENTS, *BATCH_EVENTS, *(f for f, _ in API_FACTS)]}
     assert covered == set(_PLANS) - {_Probe}
 
 
@@ -147,8 +168,8 @@ def test_an_unknown_kind_and_a_kind_of_another_journal_are_refused() -> None:
         decode({"ev": "result", "i": 0}, "here:3")
     with pytest.raises(DataError, match=r"unknown journal event None"):
         decode({"round": 1})
-    with pytest.raises(DataError, match=r"unknown journal event 'sample'"):
-        decode(orjson.loads(WRITTEN[2]), codec=BATCH_JOURNAL)
+    with pytest.raises(DataError, match=r"b.journal:1: unknown journal event 'sample'"):
+        BATCH_JOURNAL.read(orjson.loads(WRITTEN[2]), "b.journal:1")
 
 
 @event(order=("b", "a"))
