@@ -20,15 +20,17 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
 
 from ttc.engine import ConfigError, ProviderError
-from ttc.engine._util._records import read_lines
+from ttc.engine._util._records import json_object, read_lines
 from ttc.engine.cli._batchio import BatchJob, InputScan, iter_jobs, scan_input
+from ttc.engine.journal import encode
+from ttc.engine.journal._codec import Codec, event, spec
 
 if TYPE_CHECKING:
     from ttc.adapters import OpenAIProvider
@@ -51,33 +53,77 @@ class _Part:
     batch_id: str | None = None
 
 
+@event()
+@dataclass(frozen=True, slots=True)
+class ApiStarted:
+    """The `.batchapi` journal of the input named by its sha256 began."""
+
+    KIND: ClassVar[str] = "start"
+    sha256: str = field(metadata=spec(missing=""))
+    requests: int = field(metadata=spec(missing=0))
+
+
+@event()
+@dataclass(frozen=True, slots=True)
+class PartUploaded:
+    """Part `part`'s input file was uploaded: its file id."""
+
+    KIND: ClassVar[str] = "file"
+    part: int
+    file_id: str = field(metadata=spec(key="id"))
+
+
+@event()
+@dataclass(frozen=True, slots=True)
+class PartCreated:
+    """Part `part`'s batch exists: its id; `found`: by its tag on the server, not created now."""
+
+    KIND: ClassVar[str] = "batch"
+    part: int
+    batch_id: str = field(metadata=spec(key="id"))
+    found: bool = field(default=False, metadata=spec(omit="empty"))
+
+
+_FACTS = Codec(ApiStarted, PartUploaded, PartCreated)
+Fact = ApiStarted | PartUploaded | PartCreated
+
+
 class _Journal:
     """`OUT.batchapi`: one JSON line per fact, each written and fsynced at once (a few lines)."""
 
     def __init__(self, path: Path, scan: InputScan) -> None:
         self.path = path
-        self.facts: list[dict[str, Any]] = []
+        self.facts: list[Fact] = []
         if path.exists():
             for lineno, raw in read_lines(path, torn_tail=True):
-                fact = orjson.loads(raw)
-                if fact.get("ev") == "start" and fact.get("sha256") != scan.sha256:
+                where = f"{path}:{lineno}"
+                fact: Fact = _FACTS.read(json_object(raw, where, strict=True), where)
+                if isinstance(fact, ApiStarted) and fact.sha256 != scan.sha256:
                     raise ConfigError(
-                        f"{path}:{lineno}: this journal is of another input (sha256 "
-                        f"{str(fact.get('sha256'))[:12]}…); remove it or choose another --out"
+                        f"{where}: this journal is of another input (sha256 "
+                        f"{fact.sha256[:12]}…); remove it or choose another --out"
                     )
                 self.facts.append(fact)
         if not self.facts:
-            self.write({"ev": "start", "sha256": scan.sha256, "requests": scan.count})
+            self.write(ApiStarted(scan.sha256, scan.count))
 
-    def write(self, fact: dict[str, Any]) -> None:
+    def write(self, fact: Fact) -> None:
+        line = encode(fact)
+        line["at"] = round(time.time(), 3)
         with self.path.open("ab") as out:
-            out.write(orjson.dumps({**fact, "at": round(time.time(), 3)}) + b"\n")
+            out.write(orjson.dumps(line) + b"\n")
             out.flush()
             os.fsync(out.fileno())
         self.facts.append(fact)
 
-    def known(self, kind: str, part: int) -> str | None:
-        found = [f["id"] for f in self.facts if f.get("ev") == kind and f.get("part") == part]
+    def file_of(self, part: int) -> str | None:
+        """The file id journaled for `part`, if any."""
+        found = [f.file_id for f in self.facts if isinstance(f, PartUploaded) and f.part == part]
+        return found[-1] if found else None
+
+    def batch_of(self, part: int) -> str | None:
+        """The batch id journaled for `part`, if any."""
+        found = [f.batch_id for f in self.facts if isinstance(f, PartCreated) and f.part == part]
         return found[-1] if found else None
 
 
@@ -102,21 +148,21 @@ def _parts(jobs: list[BatchJob], model: str | None) -> list[_Part]:
 
 
 async def _submit(api: OpenAIBatchAPI, journal: _Journal, part: _Part, tag: str) -> None:
-    part.batch_id = journal.known("batch", part.number)
+    part.batch_id = journal.batch_of(part.number)
     if part.batch_id is not None:
         return
     found = await api.find(tag) if len(journal.facts) > 1 else None
     if found is not None:
         part.batch_id = found.id
-        journal.write({"ev": "batch", "part": part.number, "id": found.id, "found": True})
+        journal.write(PartCreated(part.number, found.id, found=True))
         return
-    part.file_id = journal.known("file", part.number)
+    part.file_id = journal.file_of(part.number)
     if part.file_id is None:
         part.file_id = await api.upload(part.data, f"{tag}.jsonl")
-        journal.write({"ev": "file", "part": part.number, "id": part.file_id})
+        journal.write(PartUploaded(part.number, part.file_id))
     status = await api.create(part.file_id, tag, part.url)
     part.batch_id = status.id
-    journal.write({"ev": "batch", "part": part.number, "id": status.id})
+    journal.write(PartCreated(part.number, status.id))
 
 
 async def _wait(

@@ -2,7 +2,7 @@
 and the output written from the journal in input order.
 
 The journal (`OUTPUT.journal`) holds a `start` line naming the input by its sha256
-(`BatchStarted`), then one `result` line (`BatchResult`) per request that landed, each the output
+(`BatchStarted`), then one `result` line (`RequestResult`) per request that landed, each the output
 line to be (`out`) with whether it is final (a 2xx or 4xx response) or an error to send again on
 resume. A later result of the same request wins. Only the byte offset of each request's latest
 result is kept in memory: the output is copied from the journal at the end, so no request body or
@@ -16,7 +16,7 @@ import hashlib
 import os
 from collections import Counter
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
@@ -26,6 +26,7 @@ import orjson
 from ttc.engine import ConfigError, DataError
 from ttc.engine._util._records import json_object, parse_json, read_lines, unreadable
 from ttc.engine.journal import Journal
+from ttc.engine.journal._codec import Codec, event, spec
 from ttc.engine.send import token_count
 
 URLS = ("/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses")
@@ -50,67 +51,42 @@ class BatchJob:
     body: dict[str, Any]
 
 
+def _text_or_empty(raw: Any) -> str:
+    return "" if raw is None else str(raw)
+
+
+@event()
 @dataclass(frozen=True, slots=True)
 class BatchStarted:
     """A `ttc batch` session began on the input `input` (named by its sha256)."""
 
     KIND: ClassVar[str] = "start"
-    input: str
-    input_sha256: str
-    requests: int
-    resumed: bool
-
-    def encode(self) -> dict[str, Any]:
-        """The event's journal line, as a JSON object."""
-        return {
-            "ev": self.KIND,
-            "input": self.input,
-            "input_sha256": self.input_sha256,
-            "requests": self.requests,
-            "resumed": self.resumed,
-        }
-
-    @classmethod
-    def decode(cls, d: dict[str, Any]) -> BatchStarted:
-        """The event a journal line holds (KeyError, TypeError, ValueError if it is not one)."""
-        if d["ev"] != cls.KIND:
-            raise ValueError(f"a {d['ev']!r} line where the journal starts")
-        sha = d.get("input_sha256")
-        return cls(
-            str(d.get("input")),
-            str(sha) if sha is not None else "",
-            int(d.get("requests", 0)),
-            bool(d.get("resumed", False)),
-        )
+    input: str = field(metadata=spec(missing=""))
+    input_sha256: str = field(metadata=spec(missing="", dec=_text_or_empty))
+    requests: int = field(metadata=spec(missing=0))
+    resumed: bool = field(metadata=spec(missing=False))
 
 
+def _output_line(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise TypeError("'out' is not an object")
+    return raw
+
+
+@event()
 @dataclass(frozen=True, slots=True)
-class BatchResult:
+class RequestResult:
     """Request `i` landed: its output line `out`, final (2xx, 4xx) or an error to send again."""
 
     KIND: ClassVar[str] = "result"
     i: int
     final: bool
-    attempts: int
-    out: dict[str, Any]
+    attempts: int = field(metadata=spec(missing=1))
+    out: dict[str, Any] = field(metadata=spec(dec=_output_line))
 
-    def encode(self) -> dict[str, Any]:
-        """The event's journal line, as a JSON object."""
-        return {
-            "ev": self.KIND,
-            "i": self.i,
-            "final": self.final,
-            "attempts": self.attempts,
-            "out": self.out,
-        }
 
-    @classmethod
-    def decode(cls, d: dict[str, Any]) -> BatchResult:
-        """The event a journal line holds (KeyError, TypeError, ValueError if it is not one)."""
-        out = d.get("out")
-        if not isinstance(out, dict):
-            raise TypeError("'out' is not an object")
-        return cls(int(d["i"]), bool(d["final"]), int(d.get("attempts", 1)), out)
+# A `ttc batch` journal, read back.
+BATCH_JOURNAL = Codec(BatchStarted, RequestResult)
 
 
 def _parse(
@@ -203,8 +179,8 @@ class BatchJournal:
                     kind = fields["ev"]
                     if lineno == 1:
                         self._check_input(kind, fields)
-                    elif kind == BatchResult.KIND:
-                        result = BatchResult.decode(fields)
+                    elif kind == RequestResult.KIND:
+                        result = BATCH_JOURNAL.decode(fields)
                         self.offsets[result.i] = offset
                         self.final[result.i] = result.final
                 except (KeyError, TypeError, ValueError, IndexError) as e:
@@ -218,7 +194,7 @@ class BatchJournal:
     def _check_input(self, kind: str, fields: dict[str, Any]) -> None:
         if kind != BatchStarted.KIND:
             raise DataError(f"{self.path}:1: not a `ttc batch` journal")
-        start = BatchStarted.decode(fields)
+        start = BATCH_JOURNAL.decode(fields)
         if start.input_sha256 != self.scan.sha256:
             raise ConfigError(
                 f"--out: {self.path} is the journal of a different input ({start.input}, "
@@ -226,13 +202,13 @@ class BatchJournal:
                 f"(sha256 {self.scan.sha256[:12]}); remove it or choose another --out"
             )
 
-    def append(self, event: BatchStarted | BatchResult) -> int:
+    def append(self, event: BatchStarted | RequestResult) -> int:
         """Hands one event, as one line, to the journal's writer; returns the line's offset."""
         return self._journal.append(event)
 
     def record(self, index: int, out: dict[str, Any], *, final: bool, attempts: int) -> None:
         """Appends request `index`'s result (the output line `out`)."""
-        self.offsets[index] = self.append(BatchResult(index, final, attempts, out))
+        self.offsets[index] = self.append(RequestResult(index, final, attempts, out))
         self.final[index] = final
 
     @property
@@ -249,7 +225,7 @@ class BatchJournal:
                     continue
                 fh.seek(offset)
                 fields = parse_json(fh.readline(), f"{self.path}", strict=True)
-                yield BatchResult.decode(fields).out
+                yield BATCH_JOURNAL.decode(fields).out
 
     def close(self) -> None:
         self._journal.close()

@@ -1,7 +1,9 @@
-"""The run directory: the journal's events and their codec, the writer, replay, the lock, the
-per-run logs, the wall clock over sessions and the limiter's timeline."""
+"""The run directory: the journal's events and their codec (one for every journal, `ttc batch`'s
+too), the writer, replay, the lock, the per-run logs, the wall clock over sessions and the
+limiter's timeline."""
 
 from ttc.engine.journal._batch_events import BatchCreated, BatchFileUploaded, BatchUpdated
+from ttc.engine.journal._codec import encode
 from ttc.engine.journal._events import (
     DifficultyRated,
     Event,
@@ -16,7 +18,7 @@ from ttc.engine.journal._events import (
 )
 from ttc.engine.journal._journal import (
     Journal,
-    Landed,
+    Replay,
     completed_samples,
     decode,
     read_events,
@@ -32,9 +34,9 @@ __all__ = [
     "Event",
     "Journal",
     "Judged",
-    "Landed",
     "LimiterSampled",
     "Rated",
+    "Replay",
     "Retried",
     "RoundEnded",
     "RunStarted",
@@ -42,6 +44,7 @@ __all__ = [
     "SampleLanded",
     "completed_samples",
     "decode",
+    "encode",
     "items_sha256",
     "matched_output_tokens",
     "read_events",

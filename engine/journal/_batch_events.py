@@ -16,11 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ttc.engine.journal._codec import event, spec
+
 __all__ = ["BatchCreated", "BatchFileUploaded", "BatchUpdated"]
 
-Fields = dict[str, Any]
+
+def _resent(raw: Any) -> dict[str, int]:
+    return {str(k): int(v) for k, v in dict(raw or {}).items()}
 
 
+@event()
 @dataclass(frozen=True, slots=True)
 class BatchFileUploaded:
     """An input file of a round's batch, uploaded."""
@@ -28,33 +33,12 @@ class BatchFileUploaded:
     KIND: ClassVar[str] = "batch_file"
     round: int
     tag: str
-    file_id: str
-    requests: int
-    bytes: int
-
-    def encode(self) -> Fields:
-        """The event's journal line, as a JSON object."""
-        return {
-            "ev": self.KIND,
-            "round": self.round,
-            "tag": self.tag,
-            "file": self.file_id,
-            "requests": self.requests,
-            "bytes": self.bytes,
-        }
-
-    @classmethod
-    def decode(cls, d: Fields) -> BatchFileUploaded:
-        """The event a journal line holds."""
-        return cls(
-            int(d["round"]),
-            str(d["tag"]),
-            str(d["file"]),
-            int(d.get("requests", 0)),
-            int(d.get("bytes", 0)),
-        )
+    file_id: str = field(metadata=spec(key="file"))
+    requests: int = field(metadata=spec(missing=0))
+    bytes: int = field(metadata=spec(missing=0))
 
 
+@event(order=("round", "tag", "batch_id", "file_id", "attempt", "ids"))
 @dataclass(frozen=True, slots=True)
 class BatchCreated:
     """A batch created for a round's samples (`ids`: their custom ids)."""
@@ -62,81 +46,28 @@ class BatchCreated:
     KIND: ClassVar[str] = "batch"
     round: int
     tag: str
-    batch_id: str
-    file_id: str
-    ids: tuple[str, ...]
+    batch_id: str = field(metadata=spec(key="batch"))
+    file_id: str = field(metadata=spec(key="file", missing=""))
+    ids: tuple[str, ...] = field(metadata=spec(enc=list, dec=lambda raw: tuple(map(str, raw))))
     attempt: int = 1
 
-    def encode(self) -> Fields:
-        """The event's journal line, as a JSON object."""
-        return {
-            "ev": self.KIND,
-            "round": self.round,
-            "tag": self.tag,
-            "batch": self.batch_id,
-            "file": self.file_id,
-            "attempt": self.attempt,
-            "ids": list(self.ids),
-        }
 
-    @classmethod
-    def decode(cls, d: Fields) -> BatchCreated:
-        """The event a journal line holds."""
-        ids = tuple(str(x) for x in d["ids"])
-        return cls(
-            int(d["round"]),
-            str(d["tag"]),
-            str(d["batch"]),
-            str(d.get("file", "")),
-            ids,
-            int(d.get("attempt", 1)),
-        )
-
-
+@event()
 @dataclass(frozen=True, slots=True)
 class BatchUpdated:
     """A batch's new state; at its end, the requests re-sent by reason."""
 
     KIND: ClassVar[str] = "batch_state"
     round: int
-    batch_id: str
+    batch_id: str = field(metadata=spec(key="batch"))
     status: str
     total: int = 0
     completed: int = 0
     failed: int = 0
     waited_s: float = 0.0
-    resent: dict[str, int] = field(default_factory=dict)
-
-    def encode(self) -> Fields:
-        """The event's journal line, as a JSON object."""
-        line: Fields = {
-            "ev": self.KIND,
-            "round": self.round,
-            "batch": self.batch_id,
-            "status": self.status,
-            "total": self.total,
-            "completed": self.completed,
-            "failed": self.failed,
-            "waited_s": self.waited_s,
-        }
-        if self.resent:
-            line["resent"] = dict(self.resent)
-        return line
-
-    @classmethod
-    def decode(cls, d: Fields) -> BatchUpdated:
-        """The event a journal line holds."""
-        resent = {str(k): int(v) for k, v in dict(d.get("resent") or {}).items()}
-        return cls(
-            int(d["round"]),
-            str(d["batch"]),
-            str(d["status"]),
-            int(d.get("total", 0)),
-            int(d.get("completed", 0)),
-            int(d.get("failed", 0)),
-            float(d.get("waited_s", 0.0)),
-            resent,
-        )
+    resent: dict[str, int] = field(
+        default_factory=dict, metadata=spec(enc=dict, dec=_resent, omit="empty")
+    )
 
     def describe(self) -> str:
         """The batch's state as the progress line and the log say it."""

@@ -1,28 +1,36 @@
 """The journal's events as typed values: one frozen dataclass per kind, each with its line.
 
-A run's journal (see `_journal`) is these events, encoded: `encode()` gives the JSON object of a
-line with the same field names, in the same order, as every journal written so far, and
-`decode()` reads one back. Decoding asks only for the fields that replay needs and that every
-journal had; the rest take defaults, so a run directory written by an older version still
-resumes. An observer (`RunObserver.event`) sees the same values as they are written.
+A run's journal (see `_journal`) is these events, encoded by the one codec (`_codec`): each field
+is written under its name, in the same order, as every journal written so far, and a field that
+differs (another key, a conversion, left out when empty) says so on itself. Decoding asks only
+for the fields that replay needs and that every journal had; the rest take defaults, so a run
+directory written by an older version still resumes (`EVENTS` reads them back). An observer
+(`RunObserver.event`) sees the same values as they are written.
 
 Kinds (`ev`): `start`, `sample` (`SampleLanded` or `SampleFailed`), `verdict`, `judge`,
 `difficulty`, `retry`, `round`, `limiter`; batch mode's `batch_file`, `batch`, `batch_state`
-(`_batch_events`).
+(`_batch_events`). The `limiter` events come with their writer, `sample_limiter`: the limiter
+sampled every second while rounds run, the run's timeline (`ttc report --timeline`).
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ttc.engine.contract._state import RoundStats
 from ttc.engine.contract._types import Usage
 from ttc.engine.journal._batch_events import BatchCreated, BatchFileUploaded, BatchUpdated
+from ttc.engine.journal._codec import Codec, Fields, event, spec
+
+if TYPE_CHECKING:
+    from ttc.engine.send._limiter import Limiter
+
+__all__ = ["EVENTS", "Event", "Fields", "SampleKey", "sample_limiter"]
 
 SampleKey = tuple[int, str, int]
-# A decoded line: the JSON object of one journal line.
-Fields = dict[str, Any]
 
 
 def usage_list(u: Usage) -> list[int]:
@@ -42,22 +50,28 @@ def usage_of(raw: Any, batch: bool = False) -> Usage:
     return usage.bought_in_batch() if batch else usage
 
 
+def _in_batch(u: Usage) -> bool:
+    return u.batch is not None
+
+
+def _strings(raw: Any) -> tuple[str, ...]:
+    return tuple(map(str, raw))
+
+
+# The journal's fields of more than one event.
+_USAGE = spec(enc=usage_list, dec=usage_of, required=True)
+_DEMOS = spec(enc=list, dec=_strings)
+_UNLESS_NONE = spec(omit="none")
+
+
+@event()
 @dataclass(frozen=True, slots=True)
 class RunStarted:
     """A run (or a resumed run) began, at wall-clock time `t`."""
 
     KIND: ClassVar[str] = "start"
-    resumed: bool
-    t: float
-
-    def encode(self) -> Fields:
-        """The event's journal line, as a JSON object."""
-        return {"ev": self.KIND, "resumed": self.resumed, "t": self.t}
-
-    @classmethod
-    def decode(cls, d: Fields) -> RunStarted:
-        """The event a journal line holds."""
-        return cls(bool(d.get("resumed", False)), float(d.get("t", 0.0)))
+    resumed: bool = field(metadata=spec(missing=False))
+    t: float = field(metadata=spec(missing=0.0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,82 +87,46 @@ class _Keyed:
         """(round, item id, k): how replay finds a sample."""
         return (self.round, self.item, self.k)
 
-    def _head(self, kind: str) -> Fields:
-        return {"ev": kind, "round": self.round, "item": self.item, "k": self.k}
+
+# A sample's line: its key, how it was asked, then its outcome.
+_SAMPLE_HEAD = ("round", "item", "k", "attempts", "demos", "temperature", "ok")
 
 
-def _key(d: Fields) -> tuple[int, str, int]:
-    return int(d["round"]), str(d["item"]), int(d["k"])
-
-
+@event(ok=True, order=(*_SAMPLE_HEAD, "text", "usage", "latency", "simulated"))
 @dataclass(frozen=True, slots=True)
 class SampleLanded(_Keyed):
     """A sample's response landed: written the moment it lands, before it is judged."""
 
     KIND: ClassVar[str] = "sample"
     text: str
-    usage: Usage
+    # Bought through a Batch API: `batch: true`, so a resumed run counts it at the batch rate.
+    usage: Usage = field(
+        metadata=spec(
+            enc=usage_list, dec=usage_of, flag=("batch", _in_batch, Usage.bought_in_batch)
+        )
+    )
     attempts: int = 1
-    demos: tuple[str, ...] = ()
-    temperature: float | None = None
+    demos: tuple[str, ...] = field(default=(), metadata=_DEMOS)
+    temperature: float | None = field(default=None, metadata=_UNLESS_NONE)
     latency: float = 0.0
     # Answered by the offline simulator (in process, `ttc serve`, or a cache entry of either).
-    simulated: bool = False
-
-    def encode(self) -> Fields:
-        """The event's journal line, as a JSON object."""
-        line = _sample_head(self, self.attempts, self.demos, self.temperature)
-        line.update(ok=True, text=self.text, usage=usage_list(self.usage), latency=self.latency)
-        if self.simulated:
-            line["sim"] = True
-        if self.usage.batch is not None:  # bought through a Batch API: the batch rate
-            line["batch"] = True
-        return line
+    simulated: bool = field(default=False, metadata=spec(key="sim", omit="empty"))
 
 
+@event(ok=False, order=(*_SAMPLE_HEAD, "error", "message"))
 @dataclass(frozen=True, slots=True)
 class SampleFailed(_Keyed):
     """A sample ended in an error after its retries (never paid for: sent again on resume)."""
 
     KIND: ClassVar[str] = "sample"
-    error: str
-    message: str
+    error: str = field(metadata=spec(missing="error"))
+    message: str = field(metadata=spec(missing=""))
     attempts: int = 1
-    demos: tuple[str, ...] = ()
-    temperature: float | None = None
-
-    def encode(self) -> Fields:
-        """The event's journal line, as a JSON object."""
-        line = _sample_head(self, self.attempts, self.demos, self.temperature)
-        line.update(ok=False, error=self.error, message=self.message)
-        return line
+    demos: tuple[str, ...] = field(default=(), metadata=_DEMOS)
+    temperature: float | None = field(default=None, metadata=_UNLESS_NONE)
 
 
-def _sample_head(
-    ev: _Keyed, attempts: int, demos: tuple[str, ...], temperature: float | None
-) -> Fields:
-    line = ev._head("sample")
-    line.update(attempts=attempts, demos=list(demos))
-    if temperature is not None:
-        line["temperature"] = temperature
-    return line
-
-
-def decode_sample(d: Fields) -> SampleLanded | SampleFailed:
-    """A `sample` line: landed (`ok`) or failed."""
-    key = _key(d)
-    attempts = int(d.get("attempts", 1))
-    demos = tuple(str(x) for x in d.get("demos", ()))
-    temperature = None if d.get("temperature") is None else float(d["temperature"])
-    if d["ok"]:
-        text, latency = str(d["text"]), float(d.get("latency", 0.0))
-        usage = usage_of(d["usage"], bool(d.get("batch", False)))
-        simulated = bool(d.get("sim", False))
-        return SampleLanded(*key, text, usage, attempts, demos, temperature, latency, simulated)
-    error, message = str(d.get("error", "error")), str(d.get("message", ""))
-    return SampleFailed(*key, error, message, attempts, demos, temperature)
-
-
+@event()
 @dataclass(frozen=True, slots=True)
 class Judged(_Keyed):
     """The verifier's verdict on a landed sample, and whether the run's judgement accepted it."""
@@ -159,36 +137,11 @@ class Judged(_Keyed):
     correct: bool = False
     passed: bool = False
     # The reward model's share, when one judged; whether a noisy judgement flipped the verdict.
-    reward: float | None = None
-    flipped: bool | None = None
-
-    def encode(self) -> Fields:
-        """The event's journal line, as a JSON object."""
-        line = self._head(self.KIND)
-        line.update(score=self.score, answer=self.answer, correct=self.correct, passed=self.passed)
-        if self.reward is not None:
-            line["reward"] = self.reward
-        if self.flipped is not None:
-            line["flipped"] = self.flipped
-        return line
-
-    @classmethod
-    def decode(cls, d: Fields) -> Judged:
-        """The event a journal line holds."""
-        answer = d.get("answer")
-        reward = d.get("reward")
-        flipped = d.get("flipped")
-        return cls(
-            *_key(d),
-            float(d["score"]),
-            None if answer is None else str(answer),
-            bool(d.get("correct", False)),
-            bool(d.get("passed", False)),
-            None if reward is None else float(reward),
-            None if flipped is None else bool(flipped),
-        )
+    reward: float | None = field(default=None, metadata=_UNLESS_NONE)
+    flipped: bool | None = field(default=None, metadata=_UNLESS_NONE)
 
 
+@event(ok="error", order=("round", "item", "k", "ok"))
 @dataclass(frozen=True, slots=True)
 class Rated(_Keyed):
     """The reward model's rating of a landed sample (`error` set: the call failed)."""
@@ -196,41 +149,21 @@ class Rated(_Keyed):
     KIND: ClassVar[str] = "judge"
     reward: float | None = None
     text: str | None = None
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = field(default_factory=Usage, metadata=_USAGE)
     error: str | None = None
 
-    def encode(self) -> Fields:
-        """The event's journal line, as a JSON object."""
-        line = self._head(self.KIND)
-        if self.error is not None:
-            line.update(ok=False, error=self.error)
-        else:
-            line.update(ok=True, reward=self.reward, text=self.text, usage=usage_list(self.usage))
-        return line
 
-    @classmethod
-    def decode(cls, d: Fields) -> Rated:
-        """The event a journal line holds."""
-        if not d.get("ok"):
-            return cls(*_key(d), error=str(d.get("error") or "error"))
-        reward, text = d.get("reward"), d.get("text")
-        return cls(
-            *_key(d),
-            None if reward is None else float(reward),
-            None if text is None else str(text),
-            usage_of(d["usage"]),
-        )
-
-
+@event(ok="error", order=("item", "ok"))
 @dataclass(frozen=True, slots=True)
 class DifficultyRated:
-    """The difficulty model's rating of a question (da), asked once (`error` set: it failed)."""
+    """The difficulty model's rating of a question (da), asked once (`error` set: it failed;
+    journals before errors were written hold none: the call failed all the same)."""
 
     KIND: ClassVar[str] = "difficulty"
     item: str
     rating: float | None = None
     text: str | None = None
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = field(default_factory=Usage, metadata=_USAGE)
     error: str | None = None
 
     @property
@@ -238,64 +171,24 @@ class DifficultyRated:
         """Whether the call was answered (with or without a readable rating)."""
         return self.error is None
 
-    def encode(self) -> Fields:
-        """The event's journal line, as a JSON object."""
-        line: Fields = {"ev": self.KIND, "item": self.item}
-        if self.error is not None:
-            line.update(ok=False, error=self.error)
-        else:
-            line.update(ok=True, rating=self.rating, text=self.text, usage=usage_list(self.usage))
-        return line
 
-    @classmethod
-    def decode(cls, d: Fields) -> DifficultyRated:
-        """The event a journal line holds."""
-        item = str(d["item"])
-        if not d.get("ok"):
-            # Journals before errors were written hold none: the call failed all the same.
-            return cls(item, error=str(d.get("error") or "error"))
-        rating, text = d.get("rating"), d.get("text")
-        return cls(
-            item,
-            None if rating is None else float(rating),
-            None if text is None else str(text),
-            usage_of(d["usage"]),
-        )
-
-
+@event()
 @dataclass(frozen=True, slots=True)
 class Retried(_Keyed):
     """One failed attempt of a sample that will be retried after `delay` seconds."""
 
     KIND: ClassVar[str] = "retry"
-    attempt: int
+    attempt: int = field(metadata=spec(missing=1))
     error: str
     message: str = ""
     delay: float = 0.0
 
-    def encode(self) -> Fields:
-        """The event's journal line, as a JSON object."""
-        line = self._head(self.KIND)
-        line.update(attempt=self.attempt, error=self.error, message=self.message, delay=self.delay)
-        return line
 
-    @classmethod
-    def decode(cls, d: Fields) -> Retried:
-        """The event a journal line holds."""
-        attempt = int(d.get("attempt", 1))
-        return cls(
-            *_key(d),
-            attempt,
-            str(d["error"]),
-            str(d.get("message", "")),
-            float(d.get("delay", 0.0)),
-        )
-
-
+@event()
 @dataclass(frozen=True, slots=True)
 class LimiterSampled:
-    """The send path's state, sampled while rounds run (`_ratelog`): requests in flight, the
-    adaptive concurrency cap, and the limits in force (configured, or learned from the
+    """The send path's state, sampled while rounds run (`sample_limiter`): requests in flight,
+    the adaptive concurrency cap, and the limits in force (configured, or learned from the
     provider's rate-limit headers; None: none). The run's timeline is drawn from these."""
 
     KIND: ClassVar[str] = "limiter"
@@ -304,24 +197,23 @@ class LimiterSampled:
     rpm: float | None = None
     tpm: float | None = None
 
-    def encode(self) -> Fields:
-        """The event's journal line, as a JSON object."""
-        return {
-            "ev": self.KIND,
-            "in_flight": self.in_flight,
-            "cap": self.cap,
-            "rpm": self.rpm,
-            "tpm": self.tpm,
-        }
 
-    @classmethod
-    def decode(cls, d: Fields) -> LimiterSampled:
-        """The event a journal line holds."""
-        rpm, tpm = d.get("rpm"), d.get("tpm")
-        rpm = None if rpm is None else float(rpm)
-        return cls(int(d["in_flight"]), int(d["cap"]), rpm, None if tpm is None else float(tpm))
+# Seconds between limiter samples: a ten-hour run writes 36,000 short lines (about 3 MB).
+EVERY_S = 1.0
 
 
+async def sample_limiter(
+    limiter: Limiter, emit: Callable[[Event], None], every_s: float = EVERY_S
+) -> None:
+    """Emits the limiter's state now and every `every_s` seconds, until cancelled: the run's
+    timeline, from which `ttc report --timeline` draws requests in flight against the adaptive
+    cap and the limits in force over the run."""
+    while True:
+        emit(LimiterSampled(limiter.in_flight, limiter.concurrency_cap, limiter.rpm, limiter.tpm))
+        await asyncio.sleep(every_s)
+
+
+@event()
 @dataclass(frozen=True, slots=True)
 class RoundEnded:
     """A round's totals, written at its barrier."""
@@ -332,23 +224,9 @@ class RoundEnded:
     requests: int
     solved: int
     coverage: float
-    errors: int
-    retries: int
-    wall_s: float
-
-    def encode(self) -> Fields:
-        """The event's journal line, as a JSON object."""
-        return {
-            "ev": self.KIND,
-            "round": self.round,
-            "active": self.active,
-            "requests": self.requests,
-            "solved": self.solved,
-            "coverage": self.coverage,
-            "errors": self.errors,
-            "retries": self.retries,
-            "wall_s": self.wall_s,
-        }
+    errors: int = field(metadata=spec(missing=0))
+    retries: int = field(metadata=spec(missing=0))
+    wall_s: float = field(metadata=spec(missing=0.0))
 
     @classmethod
     def of(cls, s: RoundStats) -> RoundEnded:
@@ -362,20 +240,6 @@ class RoundEnded:
             s.errors,
             s.retries,
             round(s.wall_s, 3),
-        )
-
-    @classmethod
-    def decode(cls, d: Fields) -> RoundEnded:
-        """The event a journal line holds."""
-        return cls(
-            int(d["round"]),
-            int(d["active"]),
-            int(d["requests"]),
-            int(d["solved"]),
-            float(d["coverage"]),
-            int(d.get("errors", 0)),
-            int(d.get("retries", 0)),
-            float(d.get("wall_s", 0.0)),
         )
 
 
@@ -392,4 +256,20 @@ Event = (
     | BatchFileUploaded
     | BatchCreated
     | BatchUpdated
+)
+
+# A run's journal, read back: every kind above.
+EVENTS = Codec(
+    RunStarted,
+    SampleLanded,
+    SampleFailed,
+    Judged,
+    Rated,
+    DifficultyRated,
+    Retried,
+    RoundEnded,
+    LimiterSampled,
+    BatchFileUploaded,
+    BatchCreated,
+    BatchUpdated,
 )

@@ -1,8 +1,8 @@
 """The append-only journal of a run: one orjson line per typed event, written through at once.
 
-The events are the frozen dataclasses of `_events` (one codec: `encode` / `decode`); the replay
-readers (`completed_samples`, `difficulty_ratings`) return typed records (a resumed run reads its
-samples as `Replays`, kept as their lines until each is replayed). Event kinds (`ev`):
+The events are the frozen dataclasses of `_events`, written and read by the one codec (`_codec`);
+the replay readers (`completed_samples`, `difficulty_ratings`) return typed records (a resumed
+run reads its samples as `Replays`, kept as their lines until each is replayed). Event kinds (`ev`):
 - `start`: a run (or a resumed run) began.
 - `sample`: one planned sample landed, written the moment it lands: its text, usage, attempts and
   the demonstrations it was shown, or its final error. Keyed by (round, item, k).
@@ -49,11 +49,11 @@ offset is known then). What that keeps of the crash guarantees:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import orjson
 
@@ -67,36 +67,26 @@ from ttc.engine.journal._batch_events import (
     BatchFileUploaded,
     BatchUpdated,
 )
+from ttc.engine.journal._codec import Eventlike, Fields, encode
 from ttc.engine.journal._events import (
+    EVENTS,
     DifficultyRated,
     Event,
-    Fields,
     Judged,
-    LimiterSampled,
     Rated,
-    Retried,
-    RoundEnded,
-    RunStarted,
     SampleKey,
     SampleLanded,
-    decode_sample,
 )
 
 __all__ = [
     "Journal",
-    "Landed",
+    "Replay",
     "Replays",
     "SampleKey",
     "completed_samples",
     "decode",
     "read_events",
 ]
-
-
-class Encodable(Protocol):
-    """A typed event: what a journal line holds (see `_events`)."""
-
-    def encode(self) -> Fields: ...
 
 
 def journal_lines(path: Path) -> Iterator[tuple[int, Fields]]:
@@ -123,33 +113,11 @@ def read_journal(path: Path) -> Iterator[Fields]:
         yield fields
 
 
-DECODERS: dict[str, Callable[[Fields], Event]] = {
-    RunStarted.KIND: RunStarted.decode,
-    SampleLanded.KIND: decode_sample,
-    Judged.KIND: Judged.decode,
-    Rated.KIND: Rated.decode,
-    DifficultyRated.KIND: DifficultyRated.decode,
-    Retried.KIND: Retried.decode,
-    RoundEnded.KIND: RoundEnded.decode,
-    LimiterSampled.KIND: LimiterSampled.decode,
-    BatchFileUploaded.KIND: BatchFileUploaded.decode,
-    BatchCreated.KIND: BatchCreated.decode,
-    BatchUpdated.KIND: BatchUpdated.decode,
-}
-
-
 def decode(fields: Fields, where: str = "journal") -> Event:
-    """The typed event of one journal line; a DataError naming `where` (file:line) if not."""
-    kind = fields.get("ev")
-    decoder = DECODERS.get(str(kind))
-    if decoder is None:
-        raise DataError(f"{where}: unknown journal event {kind!r}")
-    try:
-        return decoder(fields)
-    except KeyError as exc:
-        raise DataError(f"{where}: {kind} event lacks a valid {exc}") from None
-    except (TypeError, ValueError, IndexError, AttributeError) as exc:
-        raise DataError(f"{where}: {kind} event has a field of the wrong kind ({exc})") from None
+    """The typed event of one line of a run's journal; a DataError naming `where` (file:line)
+    if not."""
+    event: Event = EVENTS.read(fields, where)
+    return event
 
 
 def read_events(path: Path, kinds: frozenset[str] | None = None) -> Iterator[Event]:
@@ -160,9 +128,10 @@ def read_events(path: Path, kinds: frozenset[str] | None = None) -> Iterator[Eve
 
 
 @dataclass(frozen=True, slots=True)
-class Landed:
-    """A journaled sample with a response, with what the journal says of it since: its verdict
-    (when it was judged) and its reward model's last rating (answered or failed)."""
+class Replay:
+    """A sample a resumed run replays instead of sending: its journaled response, with what the
+    journal says of it since: its verdict (when it was judged) and its reward model's last
+    rating (answered or failed)."""
 
     sample: SampleLanded
     verdict: Verdict | None = None
@@ -173,7 +142,7 @@ _REPLAYED = frozenset({SampleLanded.KIND, Judged.KIND, Rated.KIND})
 _BATCHES = frozenset({BatchFileUploaded.KIND, BatchCreated.KIND, BatchUpdated.KIND})
 
 
-def completed_samples(path: Path) -> dict[SampleKey, Landed]:
+def completed_samples(path: Path) -> dict[SampleKey, Replay]:
     """The samples of a journal that have a response, keyed by (round, item id, k)."""
     return dict(Replays.read(path))
 
@@ -183,7 +152,7 @@ _Lines = tuple[bytes, bytes | None, bytes | None]
 E = TypeVar("E", bound=Event)
 
 
-class Replays(MutableMapping[SampleKey, Landed]):
+class Replays(MutableMapping[SampleKey, Replay]):
     """`completed_samples` as a resumed run replays them: each sample is kept as its journal
     lines until it is taken, then decoded. Bytes hold no references, so however many samples a
     journal holds (tens of thousands), the garbage collector has none of them to walk, and its
@@ -191,7 +160,7 @@ class Replays(MutableMapping[SampleKey, Landed]):
 
     def __init__(self) -> None:
         self._lines: dict[SampleKey, _Lines] = {}
-        self._decoded: dict[SampleKey, Landed] = {}  # what was set, not read
+        self._decoded: dict[SampleKey, Replay] = {}  # what was set, not read
         # Batch mode: each round's batch events, in order (a resume polls those batches).
         self.batches: dict[int, list[BatchEvent]] = {}
 
@@ -222,18 +191,18 @@ class Replays(MutableMapping[SampleKey, Landed]):
                 lines[event.key] = (before[0], before[1], raw)
         return replays
 
-    def __getitem__(self, key: SampleKey) -> Landed:
+    def __getitem__(self, key: SampleKey) -> Replay:
         if key in self._decoded:
             return self._decoded[key]
         sample, verdict, rating = self._lines[key]
         judged = None if verdict is None else _decoded(verdict, Judged)
-        return Landed(
+        return Replay(
             _decoded(sample, SampleLanded),
             None if judged is None else Verdict(judged.score, judged.answer),
             None if rating is None else _decoded(rating, Rated),
         )
 
-    def __setitem__(self, key: SampleKey, value: Landed) -> None:
+    def __setitem__(self, key: SampleKey, value: Replay) -> None:
         self._lines.pop(key, None)
         self._decoded[key] = value
 
@@ -281,12 +250,13 @@ class Journal:
         self._out.open()
         return self
 
-    def append(self, event: Encodable) -> int:
-        """Hands one event, as one line, to the writer and returns at once (never waiting for
-        the disk); returns the line's byte offset. WriteError: an earlier line failed."""
+    def append(self, event: Eventlike) -> int:
+        """Hands one event (of any registered kind: `_codec`), as one line, to the writer and
+        returns at once (never waiting for the disk); returns the line's byte offset.
+        WriteError: an earlier line failed."""
         if not self._out.is_open:
             raise RuntimeError("journal is not open")
-        line = event.encode()
+        line = encode(event)
         line["at"] = round(time.time(), 3)  # the wall clock: a run's times over its sessions
         return self._out.append(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
 

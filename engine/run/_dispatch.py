@@ -19,7 +19,7 @@ from ttc.engine.contract._types import Provider, Suite
 from ttc.engine.journal._events import Event
 from ttc.engine.run._budget import RunBudget
 from ttc.engine.run._roles import RoleCaller
-from ttc.engine.run._scheduler import Landed, run_round
+from ttc.engine.run._scheduler import Answered, run_round
 from ttc.engine.run._stream import SolvedWatch
 from ttc.engine.run._verify import Verifiers
 from ttc.engine.send._cache import ProviderCache
@@ -77,7 +77,7 @@ class Landing:
     # A sample's final outcome, a response or its last error: journaled at once.
     on_landed: Callable[[Job, Outcome], None]
     # Answered samples, as many as landed meanwhile: judged, then accounted.
-    on_judged: Callable[[list[Landed]], Awaitable[None]]
+    on_judged: Callable[[list[Answered]], Awaitable[None]]
 
     def sender(self, stream: int) -> Sender:
         """A sender on the run's send path whose retries the round journals; `stream` keeps its

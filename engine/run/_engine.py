@@ -31,10 +31,15 @@ from ttc.engine.contract._errors import ConfigError, describe_failure
 from ttc.engine.contract._policy import Allotment, DemoPlan
 from ttc.engine.contract._state import RoundStats, RunState, count_into
 from ttc.engine.contract._types import Item, Provider, Suite, Usage, require_parts
-from ttc.engine.journal._events import Event, LimiterSampled, RoundEnded, RunStarted
-from ttc.engine.journal._journal import Journal, Landed, SampleKey, difficulty_ratings
+from ttc.engine.journal._events import (
+    Event,
+    LimiterSampled,
+    RoundEnded,
+    RunStarted,
+    sample_limiter,
+)
+from ttc.engine.journal._journal import Journal, Replay, SampleKey, difficulty_ratings
 from ttc.engine.journal._logs import to_run_log
-from ttc.engine.journal._ratelog import sample_limiter
 from ttc.engine.journal._rundir import RunDir
 from ttc.engine.journal._walltime import RunTimer, past_times
 from ttc.engine.run._budget import RunBudget, StopReason
@@ -242,14 +247,14 @@ class Engine:
 
     async def _open(
         self, stack: contextlib.AsyncExitStack, state: RunState, timer: RunTimer
-    ) -> tuple[MutableMapping[SampleKey, Landed], asyncio.Task[Retrieval] | None]:
+    ) -> tuple[MutableMapping[SampleKey, Replay], asyncio.Task[Retrieval] | None]:
         """Sets a run up; `stack` undoes each part, in reverse, when the run ends however."""
         cfg = self.config
         needs_vectors = self.strategy.needs_embeddings and cfg.rounds > cfg.warmup_rounds
         # What can be refused is refused before anything is written (a refused resume leaves a
         # run as it was), or (the embedder, which run.log names) before the journal or a request.
         self.parts.check_prices(self.pricing)
-        done: MutableMapping[SampleKey, Landed] = {}
+        done: MutableMapping[SampleKey, Replay] = {}
         if self.rundir is not None:  # checked, locked, opened; on resume, the journal's samples
             description = await in_thread(self.parts.describe, state.items)  # its checksum
             done = await open_rundir(stack, self.rundir, description, resume=self.resume)
@@ -324,7 +329,7 @@ class Engine:
     async def _rounds(
         self,
         state: RunState,
-        done: MutableMapping[SampleKey, Landed],
+        done: MutableMapping[SampleKey, Replay],
         embedding: asyncio.Task[Retrieval] | None,
         timer: RunTimer,
     ) -> None:
@@ -378,7 +383,7 @@ class Engine:
         state: RunState,
         stats: RoundStats,
         retrieval: Retrieval | None,
-        done: MutableMapping[SampleKey, Landed],
+        done: MutableMapping[SampleKey, Replay],
     ) -> None:
         t, k = stats.round, self.config.k
         strategy = self.strategy

@@ -35,7 +35,7 @@ from ttc.engine.contract._types import (
     Verdict,
 )
 from ttc.engine.journal._events import Judged, Retried, SampleFailed, SampleLanded
-from ttc.engine.journal._journal import Landed, Replays, SampleKey
+from ttc.engine.journal._journal import Replay, Replays, SampleKey
 from ttc.engine.run._dispatch import Landing, RoundContext
 from ttc.engine.run.batch._batch_round import BatchRound
 from ttc.engine.send._sender import Job, Outcome
@@ -50,7 +50,7 @@ class _Replayed:
 
     row: int
     k: int
-    landed: Landed
+    landed: Replay
     # Judged (or rated) in this session, not read back: journaled anew.
     fresh_verdict: bool = False
     fresh_rating: RewardResult | None = None
@@ -64,7 +64,7 @@ class RoundRun:
         ctx: RoundContext,
         state: RunState,
         stats: RoundStats,
-        done: MutableMapping[SampleKey, Landed],
+        done: MutableMapping[SampleKey, Replay],
     ) -> None:
         self.ctx = ctx
         self.state = state

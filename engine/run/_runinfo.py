@@ -20,7 +20,7 @@ from ttc.engine.contract._config import FLAGS, OPERATIONAL, PRESETS, RunConfig
 from ttc.engine.contract._errors import ConfigError, DataError
 from ttc.engine.contract._state import RunState
 from ttc.engine.contract._types import Item, Provider, Suite, Usage
-from ttc.engine.journal._journal import Landed, Replays, SampleKey
+from ttc.engine.journal._journal import Replay, Replays, SampleKey
 from ttc.engine.journal._lock import RunLock
 from ttc.engine.journal._logs import run_logging
 from ttc.engine.journal._rundir import RunDir, items_sha256
@@ -286,7 +286,7 @@ def require_journal(rundir: RunDir) -> None:
 
 async def open_rundir(
     stack: contextlib.AsyncExitStack, rundir: RunDir, description: dict[str, Any], *, resume: bool
-) -> MutableMapping[SampleKey, Landed]:
+) -> MutableMapping[SampleKey, Replay]:
     """Checks the run directory (what can be refused is refused before anything is written),
     takes its lock, writes config.json and opens run.log, each undone by `stack`; returns the
     journal's samples on resume. The files are read and written in a thread: parsing a large
@@ -320,7 +320,7 @@ def check_rundir(rundir: RunDir, description: dict[str, Any], *, resume: bool) -
 
 def prepare_rundir(
     rundir: RunDir, description: dict[str, Any], *, resume: bool
-) -> MutableMapping[SampleKey, Landed]:
+) -> MutableMapping[SampleKey, Replay]:
     """Under the run's lock, after `check_rundir`: returns the journal's samples on resume (a
     DataError naming the line of a corrupt one, before anything is written) and writes
     config.json when the directory has none yet."""

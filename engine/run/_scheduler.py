@@ -30,7 +30,8 @@ from ttc.engine.send._sender import Job, Outcome
 
 __all__ = ["run_round", "single"]
 
-Landed = tuple[Job, Completion]
+# A sample that landed with a response, on its way to the verify workers.
+Answered = tuple[Job, Completion]
 # A verify worker takes what has landed meanwhile, up to this many samples, in one round trip.
 BATCH = 64
 
@@ -60,7 +61,7 @@ async def run_round(
     jobs: Iterable[Job] | AsyncIterator[Job],
     sender: Callable[[Job], Awaitable[Outcome]],
     on_landed: Callable[[Job, Outcome], None],
-    on_judged: Callable[[list[Landed]], Awaitable[None]],
+    on_judged: Callable[[list[Answered]], Awaitable[None]],
     *,
     workers: int,
     verifiers: int,
@@ -76,7 +77,7 @@ async def run_round(
     the dispatch) and is raised once the requests in flight have landed; a batch whose judging
     failed stays unjudged (a resumed run judges it).
     """
-    landed: Batches[Landed] = Batches(maxsize=2 * workers, batch=BATCH)
+    landed: Batches[Answered] = Batches(maxsize=2 * workers, batch=BATCH)
     failures = _Failures(on_failure)
 
     async def send(job: Job) -> None:
@@ -91,7 +92,7 @@ async def run_round(
         if outcome.completion is not None:
             await landed.put((job, outcome.completion))
 
-    async def judge(group: list[Landed]) -> None:
+    async def judge(group: list[Answered]) -> None:
         # Every batch is taken off the queue, judged or not: senders never wait on a full one.
         if not failures.errors:
             try:

@@ -25,7 +25,7 @@ from ttc.engine import (
     Usage,
 )
 from ttc.engine.contract import BatchResult, BatchStatus
-from ttc.engine.journal._events import SampleLanded, decode_sample
+from ttc.engine.journal import SampleLanded, decode, encode
 from ttc.engine.send._prices import PRICES, parse_batch_discount
 from ttc.retrieval import LexicalEmbedder
 
@@ -237,13 +237,13 @@ def test_prices_batch_and_cached_rates() -> None:
 def test_a_sample_bought_in_a_batch_keeps_its_rate_in_the_journal() -> None:
     usage = Usage(100, 20, 5, cached_tokens=64).bought_in_batch()
     event = SampleLanded(2, "q1", 0, "text", usage)
-    line = event.encode()
+    line = encode(event)
     assert line["usage"] == [100, 20, 5, 64]
     assert line["batch"] is True
-    back = decode_sample(line)
+    back = decode(line)
     assert isinstance(back, SampleLanded)
     assert back.usage == usage
-    plain = decode_sample(SampleLanded(2, "q1", 0, "t", Usage(1, 2, 3)).encode())
+    plain = decode(encode(SampleLanded(2, "q1", 0, "t", Usage(1, 2, 3))))
     assert isinstance(plain, SampleLanded)
     assert plain.usage.batch is None
 

@@ -24,7 +24,7 @@ from ttc.engine import (
     Verdict,
 )
 from ttc.engine.cli import EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_PROVIDER
-from ttc.engine.journal import Landed, completed_samples, decode, read_events
+from ttc.engine.journal import Replay, completed_samples, decode, encode, read_events
 from ttc.engine.journal._journal import difficulty_ratings
 
 # Lines exactly as the dict-literal journal wrote them (field names and order), one per kind.
@@ -57,7 +57,7 @@ LINES = [
 @pytest.mark.parametrize("line", LINES)
 def test_each_event_reads_back_and_writes_the_same_bytes(line: bytes) -> None:
     event = decode(orjson.loads(line), "journal.jsonl:1")
-    assert orjson.dumps(event.encode()) == line
+    assert orjson.dumps(encode(event)) == line
 
 
 def test_lines_decode_to_their_typed_events() -> None:
@@ -86,7 +86,7 @@ def test_replay_returns_typed_records_of_the_samples_with_a_response(tmp_path: P
     done = completed_samples(_journal(tmp_path, LINES))
     assert set(done) == {(1, "q0", 0), (1, "q1", 0)}  # q2 failed: sent again on resume
     q0, q1 = done[(1, "q0", 0)], done[(1, "q1", 0)]
-    assert isinstance(q0, Landed)
+    assert isinstance(q0, Replay)
     assert q0.sample.text == "\\boxed{4}"
     assert q0.verdict == Verdict(1.0, "4")
     assert q0.rating == Rated(1, "q0", 0, 0.8, "Score: 8", Usage(40, 3, 0))
@@ -100,7 +100,7 @@ def test_replay_returns_typed_records_of_the_samples_with_a_response(tmp_path: P
 
 def test_a_sample_not_yet_judged_replays_without_a_verdict(tmp_path: Path) -> None:
     done = completed_samples(_journal(tmp_path, LINES[1:2]))
-    assert done[(1, "q0", 0)] == Landed(decode(orjson.loads(LINES[1])))  # type: ignore[arg-type]
+    assert done[(1, "q0", 0)] == Replay(decode(orjson.loads(LINES[1])))  # type: ignore[arg-type]
 
 
 def test_a_line_lacking_a_field_names_the_file_and_line(tmp_path: Path) -> None:
