@@ -11,6 +11,7 @@ pull in the whole run loop, and `ttc.retrieval` can import the contract while `r
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 # Each public name, and the sub-package it is loaded from.
@@ -75,6 +76,72 @@ _HOMES: dict[str, str] = {
     "RetryPolicy": "ttc.engine.send",
     "Strategy": "ttc.engine.strategy",
     "preset": "ttc.engine.strategy",
+}
+
+# The names ttc.engine exported before its API was curated (0.1.0), and where each lives now:
+# still loaded, with a DeprecationWarning naming the import to write instead.
+_MOVED: dict[str, tuple[str, str]] = {
+    "BatchResult": ("ttc.engine.contract", "BatchResult"),
+    "BatchStatus": ("ttc.engine.contract", "BatchStatus"),
+    "INDEXES": ("ttc.engine.contract", "INDEXES"),
+    "JUDGES": ("ttc.engine.contract", "JUDGES"),
+    "NEIGHBOUR_MODES": ("ttc.engine.contract", "NEIGHBOUR_MODES"),
+    "OPERATIONAL": ("ttc.engine.contract", "OPERATIONAL"),
+    "sample_seed": ("ttc.engine.contract", "sample_seed"),
+    "FloatArray": ("ttc.engine.contract", "FloatArray"),
+    "FAILURE_STREAK": ("ttc.engine.run", "FAILURE_STREAK"),
+    "PROVIDER_STOP": ("ttc.engine.run", "PROVIDER_STOP"),
+    "SIM_NOTE": ("ttc.engine.run", "SIM_NOTE"),
+    "run_begun": ("ttc.engine.run", "run_begun"),
+    "JudgeRaised": ("ttc.engine.run", "JudgeRaised"),
+    "VerifierPool": ("ttc.engine.run", "VerifierPool"),
+    "judge_pairs": ("ttc.engine.run", "judge_pairs"),
+    "CachingProvider": ("ttc.engine.send", "CachingProvider"),
+    "ProviderCache": ("ttc.engine.send", "ProviderCache"),
+    "MAX_RESPONSE_TOKENS": ("ttc.engine.send", "MAX_RESPONSE_TOKENS"),
+    "TokenEstimator": ("ttc.engine.send", "TokenEstimator"),
+    "text_tokens": ("ttc.engine.send", "text_tokens"),
+    "token_count": ("ttc.engine.send", "token_count"),
+    "Journal": ("ttc.engine.journal", "Journal"),
+    "completed_samples": ("ttc.engine.journal", "completed_samples"),
+    "decode": ("ttc.engine.journal", "decode"),
+    "read_events": ("ttc.engine.journal", "read_events"),
+    "read_journal": ("ttc.engine.journal", "read_journal"),
+    "items_sha256": ("ttc.engine.journal", "items_sha256"),
+    "matched_output_tokens": ("ttc.engine.journal", "matched_output_tokens"),
+    "LexicalEmbedder": ("ttc.retrieval", "LexicalEmbedder"),
+    "METHOD_STYLES": ("ttc.engine.report", "METHOD_STYLES"),
+    "MethodStyle": ("ttc.engine.report", "MethodStyle"),
+    "PlotLine": ("ttc.engine.report", "PlotLine"),
+    "method_style": ("ttc.engine.report", "method_style"),
+    "plot_lines": ("ttc.engine.report", "plot_lines"),
+    "wrap_title": ("ttc.engine.report", "wrap_title"),
+    "parse_json": ("ttc.engine._util", "parse_json"),
+    "read_bytes": ("ttc.engine._util", "read_bytes"),
+    "read_json": ("ttc.engine._util", "read_json"),
+    "read_jsonl": ("ttc.engine._util", "read_jsonl"),
+    "REDACTED": ("ttc.engine._util", "REDACTED"),
+    "URL_REDACTED": ("ttc.engine._util", "URL_REDACTED"),
+    "basic_token": ("ttc.engine._util", "basic_token"),
+    "redact": ("ttc.engine._util", "redact"),
+    "redact_argv": ("ttc.engine._util", "redact_argv"),
+    "redact_json": ("ttc.engine._util", "redact_json"),
+    "redact_url": ("ttc.engine._util", "redact_url"),
+    "url_credentials": ("ttc.engine._util", "url_credentials"),
+    "withheld": ("ttc.engine._util", "withheld"),
+    "Consensus": ("ttc.engine.strategy", "Consensus"),
+    "DifficultyAware": ("ttc.engine.strategy", "DifficultyAware"),
+    "Elimination": ("ttc.engine.strategy", "Elimination"),
+    "FixedDemos": ("ttc.engine.strategy", "FixedDemos"),
+    "GroundTruth": ("ttc.engine.strategy", "GroundTruth"),
+    "Noisy": ("ttc.engine.strategy", "Noisy"),
+    "RandomICL": ("ttc.engine.strategy", "RandomICL"),
+    "RewardModel": ("ttc.engine.strategy", "RewardModel"),
+    "SimilarICL": ("ttc.engine.strategy", "SimilarICL"),
+    "TemperatureSchedule": ("ttc.engine.strategy", "TemperatureSchedule"),
+    "Uniform": ("ttc.engine.strategy", "Uniform"),
+    "ZeroShot": ("ttc.engine.strategy", "ZeroShot"),
+    "Landed": ("ttc.engine.journal", "Replay"),
 }
 
 if TYPE_CHECKING:
@@ -207,11 +274,24 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'ttc.engine' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+    if home is not None:
+        value = getattr(importlib.import_module(home), name)
+        globals()[name] = value  # loaded once: later reads are plain attribute reads
+        return value
+    if name in _MOVED:
+        return _moved(name)
+    raise AttributeError(f"module 'ttc.engine' has no attribute {name!r}")
+
+
+def _moved(name: str) -> Any:
+    """A name from before the curation, with a warning that says what to import instead."""
+    module, new = _MOVED[name]
+    warnings.warn(
+        f"ttc.engine.{name} moved: use `from {module} import {new}`",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return getattr(importlib.import_module(module), new)
 
 
 def __dir__() -> list[str]:

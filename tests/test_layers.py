@@ -236,3 +236,15 @@ def test_the_public_api_is_curated_and_every_name_loads() -> None:
         home = importlib.import_module(ttc.engine._HOMES[name])
         assert getattr(ttc.engine, name) is getattr(home, name)
         assert name in home.__all__
+
+
+def test_a_name_from_before_the_curation_still_loads_and_says_where_it_went() -> None:
+    import ttc.engine
+
+    assert not set(ttc.engine._MOVED) & set(ttc.engine.__all__)
+    for name, (module, new) in ttc.engine._MOVED.items():
+        with pytest.warns(DeprecationWarning, match=rf"use `from {module} import {new}`"):
+            value = getattr(ttc.engine, name)
+        assert value is getattr(importlib.import_module(module), new)
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        _ = ttc.engine.Nothing
