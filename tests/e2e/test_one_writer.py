@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from test_overnight import COMMON, TTC, env, outcome, sample_lines, ttc
+from e2e.test_overnight import COMMON, TTC, env, outcome, sample_lines, ttc
 
 from ttc.engine import ConfigError
 from ttc.engine.cli import main
