@@ -39,7 +39,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import anthropic
 import orjson
 
 from ttc.adapters.providers._anthropic import AnthropicProvider
@@ -104,6 +103,10 @@ class AnthropicBatchAPI(BatchAPI):
         query = dict(
             part.split("=", 1) for part in base.query.lstrip("?").split("&") if "=" in part
         )
+        # Imported here, as google-genai is for Gemini's: the SDK takes a second to import, paid
+        # by every `ttc` command (the CLI imports this module) if it were at the top.
+        import anthropic
+
         self._client = anthropic.AsyncAnthropic(
             base_url=root,
             api_key=provider._headers.get("x-api-key") or "none",
@@ -236,6 +239,8 @@ class AnthropicBatchAPI(BatchAPI):
         return BatchResult(cid, completion)
 
     def _translate(self) -> contextlib.AbstractContextManager[None]:
+        import anthropic
+
         return sdk_errors(
             self.provider.name, self._secrets, anthropic, anthropic.AnthropicError, anthropic_error
         )

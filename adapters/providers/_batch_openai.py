@@ -30,7 +30,6 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any, Literal, cast, get_args
 
-import openai
 import orjson
 
 from ttc.adapters.providers._http import redact, status_error
@@ -70,6 +69,10 @@ class OpenAIBatchAPI(BatchAPI):
         query = dict(
             part.split("=", 1) for part in base.query.lstrip("?").split("&") if "=" in part
         )
+        # Imported here, as google-genai is for Gemini's: the SDK takes a second to import, paid
+        # by every `ttc` command (the CLI imports this module) if it were at the top.
+        import openai
+
         self._client = openai.AsyncOpenAI(
             base_url=base.root,
             api_key=provider._key or "none",
@@ -171,6 +174,8 @@ class OpenAIBatchAPI(BatchAPI):
         return BatchResult(cid, completion)
 
     def _translate(self) -> contextlib.AbstractContextManager[None]:
+        import openai
+
         return sdk_errors(
             self.provider.name, self._secrets, openai, openai.OpenAIError, status_error
         )
