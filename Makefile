@@ -36,13 +36,13 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# Every test: about 8 minutes on 2 cores (pytest 451 s measured; the first time, add the install).
+# Every test, on two workers (pytest-xdist; tests/conftest.py keeps some modules on one worker).
 test: lint
-	$(BIN)/pytest -q $(ARGS)
+	$(BIN)/pytest -q -n 2 --dist loadgroup $(ARGS)
 
-# The tests not marked slow (no end-to-end run, no pass over a whole data set): pytest 74 s.
+# The tests not marked slow (no end-to-end run, no pass over a whole data set).
 test-fast: lint
-	$(BIN)/pytest -q -m "not slow" $(ARGS)
+	$(BIN)/pytest -q -n 2 --dist loadgroup -m "not slow" $(ARGS)
 
 fmt: $(VENV)/.installed
 	$(BIN)/ruff format .

@@ -21,15 +21,32 @@ from fakes import (
     StartLoopback,
 )
 
-E2E = Path(__file__).resolve().parent / "e2e"
+TESTS = Path(__file__).resolve().parent
+E2E = TESTS / "e2e"
+# The modules whose tests run on one worker of `pytest -n` (`--dist loadgroup`, as `make test`
+# runs them), by group: each Ray test starts a local Ray, never two at once; the others share a
+# module fixture that costs seconds (a grid of runs, a model), set up once rather than on each
+# worker.
+GROUPS = {
+    "adapters/executors/test_ray.py": "ray",
+    "e2e/test_ray_cli.py": "ray",
+    "benchmarks/test_paper.py": "paper",
+    "benchmarks/test_paper_tables.py": "paper_tables",
+    "adapters/embedders/test_embedders.py": "minilm",
+}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every end-to-end test is `slow`: each starts `ttc` or a server as a process of its own, so
-    `pytest -m "not slow"` (`make test-fast`) leaves tests/e2e out."""
+    `pytest -m "not slow"` (`make test-fast`) leaves tests/e2e out. The modules of `GROUPS` get
+    their `xdist_group`."""
     for item in items:
-        if E2E in Path(item.path).resolve().parents:
+        path = Path(item.path).resolve()
+        if E2E in path.parents:
             item.add_marker(pytest.mark.slow)
+        group = GROUPS.get(path.relative_to(TESTS).as_posix())
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ LAYERS = ("engine", "adapters", "retrieval")
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
 # A module named as its path from the repository's root, e.g. `engine/run/_round.py`.
-MODULE = re.compile(r"\b((?:engine|adapters|retrieval)/[\w/]*?\w+\.py)\b")
+MODULE = re.compile(r"(?<![\w/])((?:engine|adapters|retrieval)/[\w/]*?\w+\.py)\b")
 # [text](target): the target up to the closing parenthesis, without a title.
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.M | re.S)

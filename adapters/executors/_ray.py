@@ -16,10 +16,13 @@ ConfigError naming `pip install 'ttc[ray]'`.
   `signal.alarm` timeouts hold, and the sandbox's `preexec_fn` runs with no other thread. The
   event loop only awaits ObjectRefs.
 - **A worker or node lost.** Ray restarts a dead actor (`max_restarts=-1`), on another node if
-  its own is gone; a batch whose actor died under it is sent again, to the least busy actor, up
-  to `ATTEMPTS` times in all: then it scores 0 with the reason (a batch that kills every worker it
-  meets), as the process pool does after two. If Ray itself fails, the run stops with a
-  VerifierError; the samples that landed are in the journal, judged when the run is resumed.
+  its own is gone; a batch whose actor died under it is sent again, to the least busy actor
+  other than the one that just died where there is another (a call to an actor Ray has not yet
+  seen die fails at once, as often as it is made: on a loaded machine a batch sent back to it
+  used up its attempts before the restart), up to `ATTEMPTS` times in all: then it scores 0 with
+  the reason (a batch that kills every worker it meets), as the process pool does after two. If
+  Ray itself fails, the run stops with a VerifierError; the samples that landed are in the
+  journal, judged when the run is resumed.
 - **Logs.** Workers' output stays in Ray's session logs (`log_to_driver=False`). What the suite
   logs on `ttc` at WARNING while a worker prepares it (the sandbox protecting less on that node:
   no user namespaces, no seccomp, ...) is sent back and logged here, once per node. Ray's own
@@ -297,14 +300,16 @@ class RayVerifierPool:
 
     async def _judge_part(self, pairs: list[tuple[Item, str]]) -> list[Verdict]:
         errors = self._ray.exceptions
+        died: _Slot | None = None
         for _ in range(ATTEMPTS):
-            slot = min(self._slots, key=lambda s: s.busy)
+            slot = min(self._slots, key=lambda s: (s is died, s.busy))
             slot.busy += 1
             try:
                 return list(await slot.actor.judge_many.remote(self._box, pairs))
             except JudgeRaised as exc:  # Ray's error is an instance of the judge's own
                 raise exc.failure() from exc
             except (errors.RayActorError, errors.WorkerCrashedError, errors.NodeDiedError):
+                died = slot
                 log.warning(
                     "a Ray verifier worker died (or its node was lost) judging %d responses; "
                     "they are judged again",

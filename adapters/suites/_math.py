@@ -28,7 +28,7 @@ both checks, so no answer math-verify rejects is accepted, and against reference
 more the scores are math-verify's own. The precision the reference is given to is no tolerance:
 math-verify grants none at ordinary magnitudes either (`1.62` is wrong for Minerva's `1.6`), and
 a one-digit reference such as `1e-8` would then take `1.4e-8`. The references math-verify
-misreads are listed in tests/test_math_suites.py.
+misreads are listed in tests/adapters/suites/test_math.py.
 
 Self-consistency (the `sc` method) groups extracted answers by `answer_key`, a cheap canonical
 form (no math-verify): spaces, `\\left`/`\\right` and a trailing period dropped, `\\dfrac` and

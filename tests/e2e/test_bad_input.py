@@ -99,7 +99,9 @@ def test_responses_that_cannot_be_read_are_one_line(
     refused(proc, f"{responses}{what}")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file (tests/unit/test_records.py)")
+@pytest.mark.skipif(
+    os.geteuid() == 0, reason="root reads any file (tests/engine/_util/test_records.py)"
+)
 def test_a_file_that_may_not_be_read_is_one_line(tmp_path: Path) -> None:
     responses = tmp_path / "responses.jsonl"
     responses.write_text('{"id": "a", "response": "b"}\n')

@@ -23,9 +23,9 @@ from typing import Any
 
 import orjson
 import pytest
-from test_batch_mode import _journal_so_far, bought_once, journal, load, ttc
-from test_e2e_serve import TTC, Server, env
-from test_overnight import outcome
+from e2e.test_batch_mode import _journal_so_far, bought_once, journal, load, ttc
+from e2e.test_e2e_serve import TTC, Server, env
+from e2e.test_overnight import outcome
 
 SUITE = ["--per-task", "6"]
 RUN = [*SUITE, "--embedder", "lexical", "--workers", "1", "--no-cache", "-q", "--no-live",

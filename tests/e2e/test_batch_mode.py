@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 import pytest
-from test_e2e_serve import TTC, Server, env
-from test_overnight import outcome
+from e2e.test_e2e_serve import TTC, Server, env
+from e2e.test_overnight import outcome
 
 SUITE = ["--per-task", "6"]
 RUN = [*SUITE, "--embedder", "lexical", "--workers", "1", "--no-cache", "-q", "--no-live",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from test_overnight import COMMON, TTC, env, outcome, sample_lines, ttc
+from e2e.test_overnight import COMMON, TTC, env, outcome, sample_lines, ttc
 
 from ttc.engine import ConfigError
 from ttc.engine.cli import main
@@ -42,12 +42,18 @@ def test_a_resume_of_a_run_still_going_is_refused_and_nothing_is_bought_twice(
         cwd=tmp_path, env=env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while sample_lines(run) < 3 and time.monotonic() < deadline:
+        deadline = time.monotonic() + 300
+        while sample_lines(run) < 3 and first.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
+        # Paused, the first run is still going (it holds its lock) however long the second takes
+        # to start on a loaded machine; it goes on, unharmed, once the second has been refused.
+        os.kill(first.pid, signal.SIGSTOP)
         assert sample_lines(run) >= 3, "the first run never started sampling"
-        second = ttc(tmp_path, "resume", str(run))
         assert first.poll() is None, "the first run ended before the second was tried"
+        try:
+            second = ttc(tmp_path, "resume", str(run))
+        finally:
+            os.kill(first.pid, signal.SIGCONT)
         assert second.returncode == 2, second.stderr
         lines = second.stderr.strip().splitlines()
         assert len(lines) == 1, second.stderr
@@ -57,6 +63,10 @@ def test_a_resume_of_a_run_still_going_is_refused_and_nothing_is_bought_twice(
     finally:
         if first.poll() is None:
             first.kill()
+            first.wait()
+        for pipe in (first.stdout, first.stderr):
+            if pipe is not None:
+                pipe.close()  # also when an assertion failed: no ResourceWarning in a later test
     assert first.returncode == 0, stderr
     bought = samples_bought(run)
     assert bought

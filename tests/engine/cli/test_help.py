@@ -16,7 +16,7 @@ import ttc
 from ttc.engine.cli import build_parser, main, parse_limit, ttc_command
 from ttc.engine.cli._usage import DefaultsHelp, shown_default
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
 SCRIPT = Path(sys.executable).parent / "ttc"
 FAST = ["--embedder", "lexical", "--workers", "0", "--no-cache", "-q"]
 

@@ -17,8 +17,8 @@ from ttc.adapters.suites._mixed import far_apart
 from ttc.engine import Demo, Item, Suite
 from ttc.retrieval import LexicalEmbedder
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-LCB_FIXTURE = Path(__file__).resolve().parents[1] / "data" / "lcb_fixture.jsonl"
+DATA = Path(__file__).resolve().parents[4] / "shared" / "data"
+LCB_FIXTURE = Path(__file__).resolve().parents[2] / "data" / "lcb_fixture.jsonl"
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,7 @@ from ttc.adapters.suites._livecodebench import LiveCodeBenchSuite
 from ttc.engine.contract._errors import ConfigError, DataError
 from ttc.engine.contract._types import Demo, Item, Suite, Verdict
 
-FIXTURE = Path(__file__).resolve().parents[1] / "data" / "lcb_fixture.jsonl"
+FIXTURE = Path(__file__).resolve().parents[2] / "data" / "lcb_fixture.jsonl"
 RECORDS: list[dict[str, Any]] = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
 REFERENCE = {record["question_id"]: record["reference_solution"] for record in RECORDS}
 IN_WINDOW = ["lcb_sum_pairs", "lcb_mean", "lcb_max_subarray", "lcb_rotate", "lcb_palindromes"]

@@ -35,7 +35,7 @@ from ttc.engine.journal import (
 from ttc.engine.journal._codec import _PLANS, Codec, event, spec
 from ttc.engine.journal._events import EVENTS
 
-DATA = Path(__file__).parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 
 RUN_EVENTS: list[Any] = [
     RunStarted(False, 1700000000.123),

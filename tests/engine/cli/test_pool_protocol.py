@@ -13,7 +13,7 @@ import pytest
 from ttc.engine import Sampling
 from ttc.engine.cli import build_parser, main, paper_decoding
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
 import paper  # noqa: E402

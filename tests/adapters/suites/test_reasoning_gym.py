@@ -132,7 +132,7 @@ def test_the_same_seed_gives_the_same_problems_and_another_seed_others(items: li
 
 
 def test_reasoning_gym_is_pinned_to_the_installed_version() -> None:
-    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())
     pins = [d for d in pyproject["project"]["dependencies"] if d.startswith("reasoning-gym")]
     assert pins == [f"reasoning-gym=={version('reasoning-gym')}"]
 

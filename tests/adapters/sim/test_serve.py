@@ -47,7 +47,7 @@ from ttc.engine.contract._errors import ConfigError
 from ttc.engine.contract._types import Demo, Item, Message, Request, Sampling, Suite, Verdict
 from ttc.retrieval import LexicalEmbedder
 
-LCB_FIXTURE = Path(__file__).resolve().parents[1] / "data" / "lcb_fixture.jsonl"
+LCB_FIXTURE = Path(__file__).resolve().parents[2] / "data" / "lcb_fixture.jsonl"
 
 
 # --- suites -------------------------------------------------------------------------------------

@@ -23,8 +23,8 @@ from ttc.engine import Demo, Engine, Item, Message, Request, RunConfig, Sampling
 from ttc.engine.contract import FloatArray
 from ttc.retrieval import LexicalEmbedder
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-LCB_FIXTURE = Path(__file__).resolve().parents[1] / "data" / "lcb_fixture.jsonl"
+DATA = Path(__file__).resolve().parents[4] / "shared" / "data"
+LCB_FIXTURE = Path(__file__).resolve().parents[2] / "data" / "lcb_fixture.jsonl"
 _RNG = random.Random(0)
 WORDS = ["".join(_RNG.choices("bcdfghjklmnpqrstvwxz", k=8)) for _ in range(4000)]
 

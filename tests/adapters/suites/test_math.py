@@ -25,7 +25,7 @@ from ttc.adapters.suites._reasoning_gym import extract_last_boxed
 from ttc.engine.contract._errors import ConfigError, DataError
 from ttc.engine.contract._types import Demo, Item, Suite, Verdict
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[4] / "shared" / "data"
 FILES = {
     "math500": DATA / "math500" / "test.jsonl",
     "minerva": DATA / "minerva_math" / "test.jsonl",

@@ -27,7 +27,7 @@ from ttc.adapters.suites._gpqa import LETTERS, OPTION_FIELDS, GPQASuite
 from ttc.engine.contract._errors import ConfigError, DataError
 from ttc.engine.contract._types import Demo, Item, Suite
 
-REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "gpqa_diamond"
+REAL = Path(__file__).resolve().parents[4] / "shared" / "data" / "gpqa_diamond"
 REAL_FILE = REAL / "gpqa_diamond.jsonl.gz"
 needs_real = pytest.mark.skipif(not REAL_FILE.exists(), reason="GPQA-Diamond data not present")
 

@@ -30,7 +30,7 @@ from ttc.engine import ConfigError, Item, Verdict, VerifierError
 from ttc.engine.cli import main
 from ttc.engine.run import VerifierPool
 
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parents[2]
 FIXTURE = TESTS / "data" / "lcb_fixture.jsonl"
 RECORDS = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
 
