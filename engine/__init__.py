@@ -78,6 +78,9 @@ _HOMES: dict[str, str] = {
     "preset": "ttc.engine.strategy",
 }
 
+# The sub-packages, each loaded when first read as an attribute of `ttc.engine`.
+_PACKAGES = frozenset({"contract", "send", "journal", "strategy", "run", "report", "cli"})
+
 # The names ttc.engine exported before its API was curated (0.1.0), and where each lives now:
 # still loaded, with a DeprecationWarning naming the import to write instead.
 _MOVED: dict[str, tuple[str, str]] = {
@@ -280,6 +283,8 @@ def __getattr__(name: str) -> Any:
         return value
     if name in _MOVED:
         return _moved(name)
+    if name in _PACKAGES:  # `import ttc.engine; ttc.engine.strategy.Uniform` as before
+        return importlib.import_module(f"ttc.engine.{name}")
     raise AttributeError(f"module 'ttc.engine' has no attribute {name!r}")
 
 

@@ -133,3 +133,23 @@ def test_every_python_example_parses(page: Path) -> None:
     `await` is allowed, as a notebook allows it."""
     for block in re.findall(r"```python\n(.*?)```", page.read_text(), re.S):
         compile(block, str(page), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+
+
+def _repeats(text: str) -> list[str]:
+    """The paragraphs of three or more lines that a page holds more than once."""
+    paragraphs = [p.strip() for p in _prose(text).split("\n\n") if p.strip().count("\n") >= 2]
+    return sorted({p.splitlines()[0] for p in paragraphs if paragraphs.count(p) > 1})
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_no_paragraph_twice_and_no_placeholder(page: Path) -> None:
+    """A merge gone wrong shows as a paragraph written twice, or a placeholder left standing."""
+    text = page.read_text()
+    assert _repeats(text) == []
+    assert "TODO" not in text
+
+
+def test_the_repeat_check_sees_a_repeated_paragraph() -> None:
+    paragraph = "one\ntwo\nthree"
+    assert _repeats(f"{paragraph}\n\nother\n\n{paragraph}\n") == ["one"]
+    assert _repeats(f"{paragraph}\n\nother\n") == []

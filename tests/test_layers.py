@@ -127,8 +127,14 @@ def _check(rel: Path, module: str) -> str | None:
 
 def _check_rooms(rel: Path, module: str) -> str | None:
     """Why a file may not import `module` though the order allows it, or None: `run/batch/`
-    never imports the round; `strategy/` never imports the send path."""
-    if rel.parts[:3] == ("engine", "run", "batch") and _within(module, ROUND):
+    never imports the round; `strategy/` never imports the send path; no sub-package but the CLI
+    imports `ttc.engine` itself, which gathers them all."""
+    in_package = rel.parts[0] == "engine" and len(rel.parts) > 2
+    if module == "ttc.engine" and in_package and rel.parts[1] != "cli":
+        return "the top level gathers every sub-package: import from the sub-package"
+    if rel.parts[:3] == ("engine", "run", "batch") and (
+        _within(module, ROUND) or module == "ttc.engine.run"
+    ):
         return "run/batch is handed a Landing, never the round"
     if rel.parts[:2] == ("engine", "strategy") and _within(module, SEND):
         return "the strategy is pure policy: it sends nothing"
@@ -164,7 +170,8 @@ def test_the_rules_catch_what_they_forbid(tmp_path: Path) -> None:
         "from ttc.engine._util._secrets import redact\n"
         "from ttc.adapters.suites._math import MathSuite\n",
         "engine/send/_y.py": "from ttc.adapters import SimProvider\n"
-        "from ttc.engine.contract._types import Item\nfrom ttc.engine.run._round import x\n",
+        "from ttc.engine.contract._types import Item\nfrom ttc.engine.run._round import x\n"
+        "from ttc.engine import Limiter\n",
         "engine/strategy/_z.py": "from ttc.engine.cli import main\nfrom ttc.retrieval import y\n"
         "from ttc.engine.send._sender import Sender\nfrom ttc.engine.sender import x\n",
         "engine/cli/_w.py": "from ttc.adapters.sim._sim import SimProvider\n"
@@ -173,7 +180,7 @@ def test_the_rules_catch_what_they_forbid(tmp_path: Path) -> None:
         "from ttc.retrieval import SolvedIndex\n",
         "engine/run/batch/_u.py": "from ttc.engine.run._dispatch import Landing\n"
         "from ttc.engine.run._round import RoundRun\nfrom .. import _round\n"
-        "from ttc.engine.run._scheduler import single\n",
+        "from ttc.engine.run._scheduler import single\nfrom ttc.engine.run import Engine\n",
         "benchmarks/b.py": "from ttc.engine.journal import _rundir\nfrom ._local import x\n",
         "retrieval/_r.py": "from ttc.engine.contract import FloatArray\n"
         "from ttc.engine.send import Sender\nfrom ttc.engine import Item\n",
@@ -186,10 +193,14 @@ def test_the_rules_catch_what_they_forbid(tmp_path: Path) -> None:
         "engine/run/_v.py:1: ttc.retrieval._index (a private module of another layer)",
         "engine/run/batch/_u.py:2: ttc.engine.run._round (run/batch is handed a Landing, never "
         "the round)",
+        "engine/run/batch/_u.py:3: ttc.engine.run (run/batch is handed a Landing, never the round)",
         "engine/run/batch/_u.py:3: ttc.engine.run._round (run/batch is handed a Landing, never "
         "the round)",
+        "engine/run/batch/_u.py:5: ttc.engine.run (run/batch is handed a Landing, never the round)",
         "engine/send/_y.py:1: ttc.adapters (the engine imports no adapter)",
         "engine/send/_y.py:3: ttc.engine.run._round (run comes after send)",
+        "engine/send/_y.py:4: ttc.engine (the top level gathers every sub-package: import from the "
+        "sub-package)",
         "engine/strategy/_z.py:1: ttc.engine.cli (cli comes after strategy)",
         "engine/strategy/_z.py:2: ttc.retrieval (retrieval comes after strategy)",
         "engine/strategy/_z.py:3: ttc.engine.send._sender (the strategy is pure policy: it sends "
@@ -248,3 +259,13 @@ def test_a_name_from_before_the_curation_still_loads_and_says_where_it_went() ->
         assert value is getattr(importlib.import_module(module), new)
     with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
         _ = ttc.engine.Nothing
+
+
+def test_each_sub_package_is_an_attribute_of_ttc_engine() -> None:
+    import ttc.engine
+
+    for name in ttc.engine._PACKAGES:
+        assert getattr(ttc.engine, name) is importlib.import_module(f"ttc.engine.{name}")
+    assert set(ttc.engine._PACKAGES) == {
+        p.parent.name for p in (ROOT / "engine").glob("*/__init__.py")
+    } - {"_util"}

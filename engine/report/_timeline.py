@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ttc.engine import ConfigError
 from ttc.engine._util import read_json
+from ttc.engine.contract import ConfigError
 from ttc.engine.journal import read_journal
 from ttc.engine.report._plots import check_plot_path, pyplot, wrap_title
 
