@@ -81,7 +81,7 @@ _HOMES: dict[str, str] = {
 # The sub-packages, each loaded when first read as an attribute of `ttc.engine`.
 _PACKAGES = frozenset({"contract", "send", "journal", "strategy", "run", "report", "cli"})
 
-# The names ttc.engine exported before its API was curated (0.1.0), and where each lives now:
+# The names ttc.engine exported before its API was curated, and where each lives now:
 # still loaded, with a DeprecationWarning naming the import to write instead.
 _MOVED: dict[str, tuple[str, str]] = {
     "BatchResult": ("ttc.engine.contract", "BatchResult"),
