@@ -107,7 +107,6 @@ class _Plan(NamedTuple):
 
 
 _PLANS: dict[type[Any], _Plan] = {}
-_ENCODERS: dict[type[Any], Callable[[Any], Fields]] = {}
 _SCALARS = (int, str, float, bool)
 
 
@@ -119,7 +118,6 @@ def event(
     def register(cls: type[T]) -> type[T]:
         plan = _plan(cls, ok, None if order is None else tuple(order))
         _PLANS[cls] = plan
-        _ENCODERS[cls] = plan.encode
         return cls
 
     return register
@@ -201,10 +199,10 @@ def _steps(ordered: list[str], fields: dict[str, _Field]) -> list[_Step]:
     """The keys of a line, in order."""
     steps: list[_Step] = []
     for name in ordered:
-        f = fields.get(name)
-        if name == "ok" or f is None:
+        if name == "ok":
             steps.append(("ok", None, None, None))
-        else:
+        else:  # a name of `order` that is no field fails here, at registration
+            f = fields[name]
             steps.append((f.key or name, name, f.enc, f.omit))
     return steps
 
@@ -270,7 +268,7 @@ def _decoder(cls: type[Any], fields: list[_Field]) -> Callable[[Fields], Any]:
 
 def encode(event: Eventlike) -> Fields:
     """An event's journal line, as a JSON object (without its `at`)."""
-    return _ENCODERS[type(event)](event)
+    return _PLANS[type(event)].encode(event)
 
 
 class Codec:
