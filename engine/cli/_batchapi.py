@@ -70,7 +70,7 @@ class PartUploaded:
 
     KIND: ClassVar[str] = "file"
     part: int
-    file_id: str = field(metadata=spec(key="id"))
+    id: str
 
 
 @event()
@@ -80,7 +80,7 @@ class PartCreated:
 
     KIND: ClassVar[str] = "batch"
     part: int
-    batch_id: str = field(metadata=spec(key="id"))
+    id: str
     found: bool = field(default=False, metadata=spec(omit="empty"))
 
 
@@ -116,14 +116,9 @@ class _Journal:
             os.fsync(out.fileno())
         self.facts.append(fact)
 
-    def file_of(self, part: int) -> str | None:
-        """The file id journaled for `part`, if any."""
-        found = [f.file_id for f in self.facts if isinstance(f, PartUploaded) and f.part == part]
-        return found[-1] if found else None
-
-    def batch_of(self, part: int) -> str | None:
-        """The batch id journaled for `part`, if any."""
-        found = [f.batch_id for f in self.facts if isinstance(f, PartCreated) and f.part == part]
+    def known(self, kind: type[PartUploaded | PartCreated], part: int) -> str | None:
+        """The id (of a file, or a batch) last journaled for `part`, if any."""
+        found = [f.id for f in self.facts if isinstance(f, kind) and f.part == part]
         return found[-1] if found else None
 
 
@@ -148,7 +143,7 @@ def _parts(jobs: list[BatchJob], model: str | None) -> list[_Part]:
 
 
 async def _submit(api: OpenAIBatchAPI, journal: _Journal, part: _Part, tag: str) -> None:
-    part.batch_id = journal.batch_of(part.number)
+    part.batch_id = journal.known(PartCreated, part.number)
     if part.batch_id is not None:
         return
     found = await api.find(tag) if len(journal.facts) > 1 else None
@@ -156,7 +151,7 @@ async def _submit(api: OpenAIBatchAPI, journal: _Journal, part: _Part, tag: str)
         part.batch_id = found.id
         journal.write(PartCreated(part.number, found.id, found=True))
         return
-    part.file_id = journal.file_of(part.number)
+    part.file_id = journal.known(PartUploaded, part.number)
     if part.file_id is None:
         part.file_id = await api.upload(part.data, f"{tag}.jsonl")
         journal.write(PartUploaded(part.number, part.file_id))
