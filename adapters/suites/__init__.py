@@ -1,17 +1,54 @@
 """Task suites: Reasoning Gym, MATH-500, Minerva, GPQA-Diamond, LiveCodeBench and your own data."""
 
-from ttc.adapters.suites._answers import extract_last_boxed
-from ttc.adapters.suites._base import TemplatedSuite
-from ttc.adapters.suites._generic import GenericSuite
-from ttc.adapters.suites._generic_config import GenericConfig
-from ttc.adapters.suites._gpqa import GPQASuite
-from ttc.adapters.suites._hub import HUB, LCB_REPO, HubDataset, HubUnavailable
-from ttc.adapters.suites._livecodebench import LiveCodeBenchSuite
-from ttc.adapters.suites._math import MathSuite
-from ttc.adapters.suites._mixed import MIXED_SOURCES, MixedSuite
-from ttc.adapters.suites._reasoning_gym import ReasoningGymSuite
-from ttc.adapters.suites._records import Table
-from ttc.adapters.suites._suites import SUITES, SuiteOptions, data_source, make_suite
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ttc._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from ttc.adapters.suites._answers import extract_last_boxed as extract_last_boxed
+    from ttc.adapters.suites._base import TemplatedSuite as TemplatedSuite
+    from ttc.adapters.suites._generic import GenericSuite as GenericSuite
+    from ttc.adapters.suites._generic_config import GenericConfig as GenericConfig
+    from ttc.adapters.suites._gpqa import GPQASuite as GPQASuite
+    from ttc.adapters.suites._hub import HUB as HUB
+    from ttc.adapters.suites._hub import LCB_REPO as LCB_REPO
+    from ttc.adapters.suites._hub import HubDataset as HubDataset
+    from ttc.adapters.suites._hub import HubUnavailable as HubUnavailable
+    from ttc.adapters.suites._livecodebench import LiveCodeBenchSuite as LiveCodeBenchSuite
+    from ttc.adapters.suites._math import MathSuite as MathSuite
+    from ttc.adapters.suites._mixed import MIXED_SOURCES as MIXED_SOURCES
+    from ttc.adapters.suites._mixed import MixedSuite as MixedSuite
+    from ttc.adapters.suites._reasoning_gym import ReasoningGymSuite as ReasoningGymSuite
+    from ttc.adapters.suites._records import Table as Table
+    from ttc.adapters.suites._suites import SUITES as SUITES
+    from ttc.adapters.suites._suites import SuiteOptions as SuiteOptions
+    from ttc.adapters.suites._suites import data_source as data_source
+    from ttc.adapters.suites._suites import make_suite as make_suite
+
+# Each public name, and the module it is loaded from on first use (`_lazy`).
+_HOMES: dict[str, str] = {
+    "data_source": "ttc.adapters.suites._suites",
+    "extract_last_boxed": "ttc.adapters.suites._answers",
+    "GenericConfig": "ttc.adapters.suites._generic_config",
+    "GenericSuite": "ttc.adapters.suites._generic",
+    "GPQASuite": "ttc.adapters.suites._gpqa",
+    "HUB": "ttc.adapters.suites._hub",
+    "HubDataset": "ttc.adapters.suites._hub",
+    "HubUnavailable": "ttc.adapters.suites._hub",
+    "LCB_REPO": "ttc.adapters.suites._hub",
+    "LiveCodeBenchSuite": "ttc.adapters.suites._livecodebench",
+    "make_suite": "ttc.adapters.suites._suites",
+    "MathSuite": "ttc.adapters.suites._math",
+    "MIXED_SOURCES": "ttc.adapters.suites._mixed",
+    "MixedSuite": "ttc.adapters.suites._mixed",
+    "ReasoningGymSuite": "ttc.adapters.suites._reasoning_gym",
+    "SuiteOptions": "ttc.adapters.suites._suites",
+    "SUITES": "ttc.adapters.suites._suites",
+    "Table": "ttc.adapters.suites._records",
+    "TemplatedSuite": "ttc.adapters.suites._base",
+}
 
 __all__ = [
     "HUB",
@@ -34,3 +71,5 @@ __all__ = [
     "extract_last_boxed",
     "make_suite",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)

@@ -50,42 +50,56 @@ async def in_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) ->
 
 
 class _Turns:
-    """When the engine's code last began a turn on a loop, and the gate it waits at when it has
-    had its turn."""
+    """When the engine's code last began a turn on a loop, and the tasks waiting for the next."""
 
-    __slots__ = ("gate", "loop", "since")
+    __slots__ = ("again", "loop", "since", "waiters")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.since = time.perf_counter()
-        self.gate: asyncio.Future[None] | None = None
+        # Each waiting task has its own future (a cancelled waiter cancels only its own), done
+        # with True for the first one through the gate. `again`: tasks back for a second wait,
+        # let through before the newcomers.
+        self.waiters: list[asyncio.Future[bool]] | None = None
+        self.again: list[asyncio.Future[bool]] = []
 
-    def close(self) -> asyncio.Future[None]:
-        """Shuts the gate for two iterations of the loop: in the first, the loop's own callbacks
-        run (a timer that fell due, data that arrived); in the second, the tasks they woke. An
-        iteration is first come, first served, so the engine's tasks wait for a third."""
-        if self.gate is None:
-            self.gate = self.loop.create_future()
+    def wait(self, *, again: bool = False) -> asyncio.Future[bool]:
+        """A future done once the gate opens. The gate is shut for two iterations of the loop:
+        in the first, the loop's own callbacks run (a timer that fell due, data that arrived);
+        in the second, the tasks they woke. An iteration is first come, first served, so the
+        engine's tasks go on in a third."""
+        fut = self.loop.create_future()
+        if self.waiters is None:
+            self.waiters = []
             self.loop.call_soon(self.loop.call_soon, self._open)
-        return self.gate
+        (self.again if again else self.waiters).append(fut)
+        return fut
 
     def _open(self) -> None:
-        gate, self.gate = self.gate, None
+        waiters = self.again + (self.waiters or [])
+        self.again, self.waiters = [], None
         self.since = time.perf_counter()
-        if gate is not None and not gate.done():
-            gate.set_result(None)
+        first = True
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(first)
+                first = False
 
 
 _TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Turns] = weakref.WeakKeyDictionary()
 
 
 async def pause() -> None:
-    """Gives the loop a turn if the engine's code has held it for TURN_S or more."""
+    """Gives the loop a turn if the engine's code has held it for TURN_S or more (or a turn is
+    being given already). Back through the gate, a task waits once more if the others have used
+    up the new turn, ahead of the newcomers; the first task through always goes on, so the
+    engine progresses however slow the machine (a loaded one, a profiler)."""
     loop = asyncio.get_running_loop()
     turns = _TURNS.get(loop)
     if turns is None:
         turns = _TURNS[loop] = _Turns(loop)
-    while turns.gate is not None or time.perf_counter() - turns.since >= TURN_S:
-        # Shielded: a task cancelled at the gate leaves it shut for the others. Back through
-        # it, a task waits again if another has used up the new turn already.
-        await asyncio.shield(turns.close())
+    if turns.waiters is None and time.perf_counter() - turns.since < TURN_S:
+        return
+    first = await turns.wait()
+    while not first and time.perf_counter() - turns.since >= TURN_S:
+        first = await turns.wait(again=True)

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ttc.engine import ConfigError
 from ttc.engine._util import redact_argv
 from ttc.engine.cli._batchio import journal_path
 from ttc.engine.cli._batchsend import (
@@ -28,7 +29,7 @@ from ttc.engine.cli._batchsend import (
     run_batch,
 )
 from ttc.engine.cli._metrics import add_metrics, metrics_served
-from ttc.engine.cli._provider_flags import add_max_response_bytes
+from ttc.engine.cli._provider_flags import add_hedge, add_max_response_bytes
 from ttc.engine.cli._usage import natural_float, positive_float, positive_int, ttc_command
 from ttc.engine.send._limiter import Limiter
 from ttc.engine.send._retry import RetryPolicy
@@ -59,6 +60,7 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=positive_int, default=64, help="requests in flight")
     parser.add_argument("--timeout", type=positive_float, default=300.0, help="seconds per attempt")
     parser.add_argument("--max-attempts", type=positive_int, default=6, help="per request")
+    add_hedge(parser, end="the input", batch="--via-batch-api")
     add_max_response_bytes(parser)
     parser.add_argument(
         "--grace",
@@ -91,10 +93,15 @@ async def cmd_batch(args: argparse.Namespace) -> int:
     130 interrupted (both resumable)."""
     from ttc.adapters import Connection, OpenAIProvider
     from ttc.adapters.providers import require_env_name
-    from ttc.engine.cli._wiring import key_named
+    from ttc.engine.cli._provider_flags import key_named
 
     # Checked here, not by argparse, which would quote the value (it may be a key).
     require_env_name(args.api_key_env, "--api-key-env")
+    if args.hedge and args.via_batch_api:
+        raise ConfigError(
+            "--hedge: the Batch API never sends a request twice (a batch has no stragglers to "
+            "copy); drop --hedge or --via-batch-api"
+        )
     cap = args.max_response_bytes
     # The model goes in each body; the provider's own is only for its messages.
     with key_named("ttc batch"):
@@ -160,6 +167,7 @@ async def batch_main(args: argparse.Namespace, provider: RawProvider) -> int:
     """`cmd_batch` with the provider given: signals, the run, and what is printed."""
     with metrics_served(args.metrics_port, args.metrics_addr) as metrics:
         limiter = Limiter(args.rpm, args.tpm, args.concurrency)
+        limiter.hedge = args.hedge
         progress: BatchProgress | None = None
         if metrics is not None:  # counted as it is sent, the limiter read when scraped
             provider, progress = metrics.batch(provider, args.model)

@@ -67,6 +67,11 @@ def batch_spec(args: argparse.Namespace) -> BatchSpec | None:
     """The batch mode the flags ask for, or None without --batch."""
     if not getattr(args, "batch", False):
         return None
+    if getattr(args, "hedge", False):
+        raise ConfigError(
+            "--hedge: batch mode never sends a request twice (a batch has no stragglers to "
+            "copy); drop --hedge or --batch"
+        )
     return BatchSpec(args.batch_fallback, args.batch_discount, args.batch_poll)
 
 

@@ -12,14 +12,18 @@ import logging
 import os
 import signal
 import sys
+import types
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ttc.engine import ConfigError, DataError, StopKind, TtcError, VerifierError, WriteError
-from ttc.engine.cli import _commands as commands
-from ttc.engine.cli._parser import build_parser
+from ttc.engine.cli._parser import build_parser, command_of
 from ttc.engine.cli._spec import RunSpec
 from ttc.engine.cli._usage import ttc_command
+
+if TYPE_CHECKING:
+    from ttc.engine.cli._commands import Session
 
 log = logging.getLogger("ttc")
 
@@ -27,7 +31,15 @@ log = logging.getLogger("ttc")
 RUNS = ("run", "compare")
 
 
-def _on_signals(grace_s: float, session: commands.Session) -> None:
+def _commands() -> types.ModuleType:
+    """The run commands' module, loaded when a command needs it: `ttc batch` and the tools do
+    not pay for the engine's imports."""
+    from ttc.engine.cli import _commands as commands
+
+    return commands
+
+
+def _on_signals(grace_s: float, session: Session) -> None:
     """First Ctrl-C (or SIGTERM): stop dispatching, let requests in flight finish for up to
     `grace_s`, write everything down. Second Ctrl-C: stop at once. Either way the run directory
     stays resumable."""
@@ -62,6 +74,7 @@ def _on_signals(grace_s: float, session: commands.Session) -> None:
 
 async def _dispatch(args: argparse.Namespace, spec: RunSpec | None) -> int:
     if spec is not None:
+        commands = _commands()
         session = commands.Session()
         _on_signals(spec.grace_s, session)
         if spec.verifier_workers == 0:  # allowed, but never in silence
@@ -70,27 +83,31 @@ async def _dispatch(args: argparse.Namespace, spec: RunSpec | None) -> int:
                 "(fine for math, GPQA and Reasoning Gym; slow for code)"
             )
         runs = {"run": commands.cmd_run, "compare": commands.cmd_compare}
-        return await runs[args.command](spec, session)
-    from ttc.engine.cli._batch import cmd_batch
-    from ttc.engine.cli._tools import cmd_report, cmd_serve, cmd_verify
+        code: int = await runs[args.command](spec, session)
+        return code
+    # batch installs its own Ctrl-C handling (it has no engine to stop). Each tool's module is
+    # loaded alone: `ttc batch` does not load the suites `ttc verify` needs.
+    tool: Callable[[argparse.Namespace], Awaitable[int]]
+    if args.command == "batch":
+        from ttc.engine.cli._batch import cmd_batch as tool
+    else:
+        from ttc.engine.cli import _tools
 
-    # batch installs its own Ctrl-C handling (it has no engine to stop).
-    tools: dict[str, Callable[[argparse.Namespace], Awaitable[int]]] = {
-        "verify": cmd_verify,
-        "report": cmd_report,
-        "batch": cmd_batch,
-        "serve": cmd_serve,
-    }
-    return await tools[args.command](args)
+        tool = {
+            "verify": _tools.cmd_verify,
+            "report": _tools.cmd_report,
+            "serve": _tools.cmd_serve,
+        }[args.command]
+    return await tool(args)
 
 
 def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]] | int:
     """The parsed flags and the command line; for `resume`, the command line that made the run
     with the extra flags on top, in its directory. An int: the exit code of a refusal."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser(command_of(argv)).parse_args(argv)
     if args.command != "resume":
         return args, argv
+    commands = _commands()
     try:
         argv, cwd = commands.resume_argv(args.run_dir, args.extra)
     except (ConfigError, DataError) as exc:
@@ -98,7 +115,7 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]] | int:
         return 2
     if Path(cwd).is_dir():
         os.chdir(cwd)
-    resumed = parser.parse_args(argv)
+    resumed = build_parser(command_of(argv)).parse_args(argv)
     withheld = commands.withheld_credential(resumed)
     if withheld is not None:
         print(
@@ -177,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"ttc: error: {error}; free space (or fix the cause), then {_go_on(args, spec)}",
             file=sys.stderr,
         )
-        return commands.EXIT_WRITE
+        return int(_commands().EXIT_WRITE)
     except OSError as exc:
         print(f"ttc: error: {exc}", file=sys.stderr)
         return 1
@@ -187,4 +204,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         resumable = out is not None and (args.out is not None or out.exists())
         hint = f"; go on with: {ttc_command()} resume {out}" if resumable else ""
         print(f"ttc: interrupted{hint}", file=sys.stderr)
-        return commands.EXIT_INTERRUPTED
+        return StopKind.INTERRUPTED.exit_code

@@ -6,9 +6,10 @@ range (NaN included) as `_usage`'s typed values parse them; every help shows its
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
-from ttc import __version__
+import ttc
 from ttc.engine import PRESETS
 from ttc.engine.cli._batchmode import add_batch_flags
 from ttc.engine.cli._executor import add_executor_flags
@@ -232,11 +233,22 @@ def _add_method_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+class _Version(argparse.Action):
+    """`--version`: the installed version, read only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"ttc {ttc.__version__}")
+        parser.exit()
+
+
 def _description() -> str:
     """`ttc --help`: what ttc is, its commands (argparse lists them below), and examples with the
     command that runs ttc from this shell."""
     text = f"""\
-ttc {__version__}: adaptive test-time compute with evolving in-context demonstrations.
+ttc {ttc.__version__}: adaptive test-time compute with evolving in-context demonstrations.
 It runs a test set through an LLM in rounds, verifies every response, and spends each
 further round only on the questions still unsolved, prompting each with the solved
 responses of its most similar questions. Offline by default: the `sim` provider, whose
@@ -256,32 +268,100 @@ examples:
     return text.format(ttc=ttc_command())
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of `ttc` and all its sub-commands."""
-    from ttc.engine.cli._batch import add_batch_arguments
-    from ttc.engine.cli._tools import (
-        add_report_arguments,
-        add_serve_arguments,
-        add_verify_arguments,
-    )
+def command_of(argv: Sequence[str]) -> str | None:
+    """The sub-command a command line names (its first word), or None (`ttc --help`)."""
+    return argv[0] if argv and not argv[0].startswith("-") else None
 
-    parser = Parser(prog="ttc", description=_description(), formatter_class=RawDescriptionHelp)
-    parser.add_argument("--version", action="version", version=f"ttc {__version__}")
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of `ttc` and all its sub-commands; with `only`, every sub-command is named
+    but only that one's flags are added (each command's flags import what they describe:
+    `ttc batch` need not load the simulator for `ttc serve`'s)."""
+
+    def wanted(command: str) -> bool:
+        return only is None or only == command
+
+    # The description is shown by `ttc --help` alone (it reads the installed version).
+    description = _description() if only is None else None
+    parser = Parser(prog="ttc", description=description, formatter_class=RawDescriptionHelp)
+    parser.add_argument("--version", action=_Version, help="show program's version number and exit")
     sub = parser.add_subparsers(
         dest="command", required=True, parser_class=Parser, metavar="COMMAND", title="commands"
     )
     run = sub.add_parser(
         "run", help="run one method over a test set", example="{ttc} run --limit 20"
     )
-    run.add_argument(
-        "--method",
-        choices=PRESETS,
-        default="adpt",
-        help="unif, elim, rand, adpt (the paper's comparison); da, temp, fixed-icl, sc (Appendix B "
-        "and the ablations of section 5.3)",
-    )
-    _add_common(run)
+    if wanted("run"):
+        run.add_argument(
+            "--method",
+            choices=PRESETS,
+            default="adpt",
+            help="unif, elim, rand, adpt (the paper's comparison); da, temp, fixed-icl, sc "
+            "(Appendix B and the ablations of section 5.3)",
+        )
+        _add_common(run)
     cmp = sub.add_parser("compare", help="run unif/elim/rand/adpt sharing one warm-up")
+    if wanted("compare"):
+        _add_compare(cmp)
+    ver = sub.add_parser(
+        "verify",
+        help="judge responses produced elsewhere with a suite's verifier",
+        example="{ttc} verify --suite math500 --data test.jsonl --responses responses.jsonl",
+    )
+    if wanted("verify"):
+        from ttc.engine.cli._tools import add_verify_arguments
+
+        add_verify_arguments(ver)
+    res = sub.add_parser(
+        "resume",
+        help="go on with a stopped run (or compare) in RUN_DIR",
+        description="Goes on with the run (or compare) in RUN_DIR, with the command line that "
+        "made it plus FLAGS (limits such as --max-cost or --concurrency may change; the "
+        "experiment may not).",
+        example="{ttc} resume runs/20250101-120000-adpt",
+    )
+    if wanted("resume"):
+        res.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory")
+        extra = res.add_argument(
+            "extra",
+            nargs=argparse.REMAINDER,
+            metavar="FLAGS",
+            help="flags to change on the way, e.g. --max-cost 5 or --concurrency 8",
+        )
+        extra.required = False  # a missing RUN_DIR is named alone
+
+    srv = sub.add_parser(
+        "serve",
+        help="a local OpenAI- and Gemini-compatible API answered by the sim model, with rate "
+        "limits and injected faults (for tests and rehearsals)",
+    )
+    if wanted("serve"):
+        from ttc.engine.cli._tools import add_serve_arguments
+
+        add_serve_arguments(srv)
+    bat = sub.add_parser(
+        "batch",
+        help="send an OpenAI Batch input file to any OpenAI-compatible endpoint, "
+        "through the limiter and retries; resumable",
+        example="{ttc} batch requests.jsonl --out results.jsonl",
+    )
+    if wanted("batch"):
+        from ttc.engine.cli._batch import add_batch_arguments
+
+        add_batch_arguments(bat)
+    rep = sub.add_parser(
+        "report",
+        help="per-round tables and a plot of one or several runs",
+        example="{ttc} report runs/20250101-120000-adpt",
+    )
+    if wanted("report"):
+        from ttc.engine.cli._tools import add_report_arguments
+
+        add_report_arguments(rep)
+    return parser
+
+
+def _add_compare(cmp: argparse.ArgumentParser) -> None:
     _add_common(cmp)
     cmp.set_defaults(method=None)  # it runs the main four
     cmp.add_argument(
@@ -292,48 +372,3 @@ def build_parser() -> argparse.ArgumentParser:
         "flag sets it (temperature 0.3, top_p 0.9, top_k 40; output limits 65536 for gemini, "
         "32768 for openai); none: unif samples every round, decoding as the flags say",
     )
-    ver = sub.add_parser(
-        "verify",
-        help="judge responses produced elsewhere with a suite's verifier",
-        example="{ttc} verify --suite math500 --data test.jsonl --responses responses.jsonl",
-    )
-    add_verify_arguments(ver)
-    res = sub.add_parser(
-        "resume",
-        help="go on with a stopped run (or compare) in RUN_DIR",
-        description="Goes on with the run (or compare) in RUN_DIR, with the command line that "
-        "made it plus FLAGS (limits such as --max-cost or --concurrency may change; the "
-        "experiment may not).",
-        example="{ttc} resume runs/20250101-120000-adpt",
-    )
-    res.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory")
-    extra = res.add_argument(
-        "extra",
-        nargs=argparse.REMAINDER,
-        metavar="FLAGS",
-        help="flags to change on the way, e.g. --max-cost 5 or --concurrency 8",
-    )
-    extra.required = False  # a missing RUN_DIR is named alone
-
-    srv = sub.add_parser(
-        "serve",
-        help="a local OpenAI- and Gemini-compatible API answered by the sim model, with rate "
-        "limits and injected faults (for tests and rehearsals)",
-    )
-    add_serve_arguments(srv)
-
-    add_batch_arguments(
-        sub.add_parser(
-            "batch",
-            help="send an OpenAI Batch input file to any OpenAI-compatible endpoint, "
-            "through the limiter and retries; resumable",
-            example="{ttc} batch requests.jsonl --out results.jsonl",
-        )
-    )
-    rep = sub.add_parser(
-        "report",
-        help="per-round tables and a plot of one or several runs",
-        example="{ttc} report runs/20250101-120000-adpt",
-    )
-    add_report_arguments(rep)
-    return parser

@@ -1,11 +1,14 @@
 """The flags of the provider, its limits and decoding, and of the offline `sim` provider, shared
-by `ttc run` and `ttc compare` (`_parser`)."""
+by `ttc run` and `ttc compare` (`_parser`), and a missing key said as those flags can fix it."""
 
 from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+from ttc.engine import ConfigError
 from ttc.engine.cli._spec import AZURE_API_VERSION, PROVIDERS, SERVICE_TIERS
 from ttc.engine.cli._usage import (
     natural_float,
@@ -59,6 +62,7 @@ def add_provider_flags(p: argparse.ArgumentParser) -> None:
         help="seconds per attempt (default: 300); with --service-tier flex, 900",
     )
     g.add_argument("--max-attempts", type=positive_int, default=6, help="attempts per sample")
+    add_hedge(g)
     add_max_response_bytes(g)
     add_workers(g)
     api = "(default: the API's own)"
@@ -113,6 +117,19 @@ def add_workers(g: argparse._ActionsContainer) -> None:
     )
 
 
+def add_hedge(
+    g: argparse._ActionsContainer, *, end: str = "a round", batch: str = "--batch"
+) -> None:
+    g.add_argument(
+        "--hedge",
+        action="store_true",
+        help=f"at the end of {end}, send a second copy of a request far slower than the "
+        "others and keep the first answer: a hang no longer holds the end until --timeout, "
+        "but each copy is billed and spends quota (default: off: no request is sent twice "
+        f"unless its attempt failed); not with {batch}",
+    )
+
+
 def add_max_response_bytes(g: argparse._ActionsContainer) -> None:
     """--max-response-bytes (ttc run, compare and batch)."""
     g.add_argument(
@@ -121,3 +138,23 @@ def add_max_response_bytes(g: argparse._ActionsContainer) -> None:
         help="the largest response body read, in bytes (default: 33554432, 32 MiB); reading "
         "stops there and the request fails, not retried",
     )
+
+
+@contextmanager
+def key_named(who: str, flag: str | None = "--api-key-env") -> Iterator[None]:
+    """A missing API key said as the command line's user can fix it: the variable that was read,
+    and `flag` when it can name another (never a key: only names are quoted)."""
+    from ttc.adapters.providers import MissingKey
+
+    try:
+        yield
+    except MissingKey as exc:
+        names = exc.envs
+        if not names:
+            raise
+        one = len(names) == 1
+        unset = f"{names[0]} is" if one else f"{' and '.join(names)} are"
+        fix = "export it" if one else "export one of them"
+        if flag:
+            fix += f", or name the variable that holds the key with {flag}"
+        raise ConfigError(f"{who}: {unset} empty or not set: {fix}") from exc

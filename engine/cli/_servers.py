@@ -36,7 +36,7 @@ def replicas(
     """`model` at each of `urls` (OpenAI-compatible), each with --concurrency as its own cap."""
     from ttc.adapters import Connection
     from ttc.adapters.providers import openai_replicas, require_env_name
-    from ttc.engine.cli._wiring import key_named
+    from ttc.engine.cli._provider_flags import key_named
 
     if kind != "openai":
         raise ConfigError(

@@ -153,6 +153,7 @@ class RunSpec:
     tpm: float | None = None
     timeout_s: float = 300.0
     max_attempts: int = 6
+    hedge: bool = False
     verifier_workers: int = 2
     max_cost_usd: float | None = None
     max_output_tokens: int | None = None
@@ -242,6 +243,7 @@ class RunSpec:
             timeout_s=args.timeout
             or (FLEX_TIMEOUT_S if args.service_tier == "flex" else TIMEOUT_S),
             max_attempts=args.max_attempts,
+            hedge=args.hedge,
             verifier_workers=args.workers,
             max_cost_usd=args.max_cost,
             max_output_tokens=args.max_output_tokens,
@@ -307,6 +309,7 @@ class RunSpec:
             consensus=self.consensus,
             fewshot=None if self.fewshot is None else str(self.fewshot),
             match_tokens=match_tokens,
+            hedge=self.hedge,
         )
 
 

@@ -8,8 +8,8 @@ The one place that builds an `Engine` (`make_engine`), for `ttc run`, `ttc compa
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from ttc.engine import (
 )
 from ttc.engine.cli._batchmode import policy_price
 from ttc.engine.cli._progress import Progress
+from ttc.engine.cli._provider_flags import key_named
 from ttc.engine.cli._servers import many_from, one_url, replicas
 from ttc.engine.cli._spec import (
     AZURE_API_VERSION,
@@ -119,26 +120,6 @@ def stored_config(out: Path) -> dict[str, Any]:
         return {}
     config = data.get("config") if isinstance(data, dict) else None
     return config if isinstance(config, dict) else {}
-
-
-@contextmanager
-def key_named(who: str, flag: str | None = "--api-key-env") -> Iterator[None]:
-    """A missing API key said as the command line's user can fix it: the variable that was read,
-    and `flag` when it can name another (never a key: only names are quoted)."""
-    from ttc.adapters.providers import MissingKey
-
-    try:
-        yield
-    except MissingKey as exc:
-        names = exc.envs
-        if not names:
-            raise
-        one = len(names) == 1
-        unset = f"{names[0]} is" if one else f"{' and '.join(names)} are"
-        fix = "export it" if one else "export one of them"
-        if flag:
-            fix += f", or name the variable that holds the key with {flag}"
-        raise ConfigError(f"{who}: {unset} empty or not set: {fix}") from exc
 
 
 def provider_from(spec: ProviderSpec, seed: int, suite: Suite, items: Sequence[Item]) -> Provider:

@@ -51,6 +51,7 @@ FLAGS = {
     "fewshot": "--fewshot",
     "match_tokens": "--match-tokens",
     "temp_step": "temp_step",
+    "hedge": "--hedge",
 }
 
 # Settings that may change when a run is resumed: limits, not the experiment.
@@ -64,6 +65,7 @@ OPERATIONAL = frozenset(
         "verifier_workers",
         "max_cost_usd",
         "max_output_tokens",
+        "hedge",
     }
 )
 
@@ -117,6 +119,10 @@ class RunConfig:
     match_tokens: int | None = None
     # temp: the temperature rises by this much each round (from --temperature, default 0.3).
     temp_step: float = 0.4
+    # Stragglers at the end of a round get a second copy of their request (`--hedge`): the
+    # first answer is kept, but a provider bills both, and each copy spends quota. Off unless
+    # asked for, so that no request is sent twice unless its first attempt failed.
+    hedge: bool = False
 
     def __post_init__(self) -> None:
         self._check_sizes()
@@ -189,8 +195,11 @@ class RunConfig:
             raise bad("judge_temperature", "must be a finite number >= 0")
 
     def _check_extras(self) -> None:
-        """The few-shot file (fixed-icl), a matched token budget (unif, da), temp's step."""
+        """The few-shot file (fixed-icl), a matched token budget (unif, da), temp's step,
+        hedging."""
         bad = self._bad
+        if not isinstance(self.hedge, bool):
+            raise bad("hedge", "must be true or false")
         if self.fewshot is not None and self.method != "fixed-icl":
             raise bad("fewshot", "only the fixed-icl method shows a fixed few-shot prompt")
         if self.match_tokens is not None:

@@ -13,17 +13,30 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from ttc.engine.contract._errors import ConfigError
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from ttc.engine.contract._batch import BatchAPI
 
-FloatArray = npt.NDArray[np.float32]
+    FloatArray: TypeAlias = npt.NDArray[np.float32]
+
+
+def __getattr__(name: str) -> Any:
+    # FloatArray at run time, numpy loaded only when it is asked for: a command that embeds
+    # nothing (`ttc batch`) does not pay a tenth of a second to import it.
+    if name != "FloatArray":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import numpy as np
+    import numpy.typing as npt
+
+    alias = npt.NDArray[np.float32]
+    globals()["FloatArray"] = alias
+    return alias
 
 
 @dataclass(frozen=True, slots=True)

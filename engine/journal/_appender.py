@@ -3,11 +3,13 @@ the disk (the event loop, above all).
 
 What it guarantees (the journal's crash guarantees rest on these):
 - Order: lines reach the file in the order they were appended, and none after one that failed.
-- Promptness: the writer thread wakes the moment a line is appended and hands the OS, in one
-  write, every line appended meanwhile. A line reaches the OS within a few milliseconds (under
-  load, the writer waits at most the interpreter's switch interval, 5 ms, to run), after which
-  it survives the process being killed (SIGKILL included): a killed process loses the lines of
-  its last few milliseconds at most.
+- Promptness: the writer thread wakes when a line is appended to an empty queue, lets the
+  lines of the next millisecond gather, and hands the OS, in one write, every line appended
+  meanwhile (one wake-up per line handed the GIL to the writer thousands of times a second, a
+  fifth of `ttc batch`'s CPU at zero latency). A line reaches the OS within a few milliseconds
+  (under load, the writer waits at most the interpreter's switch interval, 5 ms, to run), after
+  which it survives the process being killed (SIGKILL included): a killed process loses the
+  lines of its last few milliseconds at most.
 - Durability on demand: `sync` returns once every line appended before it has been written and
   fsynced (it survives a machine crash); `close` writes every line, fsyncs and closes. Both block
   their caller: async code calls them in a thread (`_offloop.in_thread`).
@@ -26,6 +28,7 @@ import atexit
 import contextlib
 import os
 import threading
+import time
 from pathlib import Path
 
 from ttc.engine.contract._errors import WriteError
@@ -33,6 +36,8 @@ from ttc.engine.contract._errors import WriteError
 __all__ = ["Appender"]
 
 _TAIL_CHUNK = 1 << 16
+# How long the writer lets lines gather once woken, before it writes them in one go.
+_GATHER_S = 0.001
 
 
 def _whole_lines_size(fd: int) -> int:
@@ -56,6 +61,7 @@ class Appender:
         self._fd: int | None = None
         self._cond = threading.Condition(threading.Lock())
         self._queue: list[bytes] = []
+        self._waiting = False  # the writer waits for a line: the next append wakes it
         self._appended = 0  # the file's size once every appended line is written
         self._written = 0  # the file's size as the OS has it
         self._failure: OSError | str | None = None
@@ -99,7 +105,8 @@ class Appender:
             offset = self._appended
             self._queue.append(line)
             self._appended += len(line)
-            self._cond.notify()
+            if self._waiting:  # else the writer is writing, or gathering: it will look again
+                self._cond.notify_all()  # all: a `flush` may wait on the same condition
         return offset
 
     def flush(self) -> None:
@@ -174,9 +181,15 @@ class Appender:
         while True:
             with self._cond:
                 while not self._queue and not self._closing:
+                    self._waiting = True
                     self._cond.wait()
+                    self._waiting = False
                 if not self._queue:
                     return
+                gather = not self._closing
+            if gather:
+                time.sleep(_GATHER_S)
+            with self._cond:
                 lines, self._queue = self._queue, []
                 start = self._written
             data = lines[0] if len(lines) == 1 else b"".join(lines)

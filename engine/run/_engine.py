@@ -98,6 +98,8 @@ class Engine:
         self.resume = resume
         self._embedder_spec = embedder
         self.limiter = opts.limiter or Limiter(cfg.rpm, cfg.tpm, cfg.concurrency)
+        if cfg.hedge:  # a host's limiter keeps its own setting unless the config asks
+            self.limiter.hedge = True
         self.retry = opts.retry or RetryPolicy(max_attempts=cfg.max_attempts)
         self._owns_verifiers = opts.verifiers is None
         self.verifiers: Verifiers = opts.verifiers or VerifierPool(suite, cfg.verifier_workers)

@@ -30,9 +30,10 @@ the TPM bucket bursts `headroom` of a minute's tokens: any window then holds at 
   year is not waited for); a refused request waits at least its retry-after before its own retry
   (the retry policy, with the same cap). Nothing ever sleeps for everyone: in-flight requests
   are never held, and waits are timers on futures.
-- Stragglers (`_stragglers`): once the work fed through `fed()` has all been taken and none waits
-  for a slot (the end of a run or of a round), an attempt far slower than the others gets a
-  second copy, so that a hang does not hold the end until its timeout.
+- Stragglers (`_stragglers`), with `hedge=True` only (`--hedge`): once the work fed through
+  `fed()` has all been taken and none waits for a slot (the end of a run or of a round), an
+  attempt far slower than the others gets a second copy, so that a hang does not hold the end
+  until its timeout. The copy is billed and spends quota like any request.
 """
 
 from __future__ import annotations
@@ -171,6 +172,9 @@ class Limiter:
         self._waiting = 0  # slots asked for and not yet granted
         self._feeding = 0  # sources of work (`fed`) not yet run out
         self._ran_out = False  # a source has run out (and none is feeding)
+        # Whether stragglers get a second copy (`_stragglers`; `--hedge` sets it): off, no
+        # request is sent twice unless its attempt failed.
+        self.hedge = False
         self.stragglers = Stragglers(self._idle)
 
     def _set_rpm(self, rpm: float | None) -> None:

@@ -136,11 +136,14 @@ class Sender:
         while True:
             attempt += 1
             try:
-                # A straggler gets a second copy once the work has run out (`_stragglers`).
-                result = await first_answer(
-                    lambda due: self.call_limited(est_tokens, call, account, due),
-                    lambda: self.call_limited(est_tokens, call, account, copy=True),
-                )
+                if self.limiter.hedge:
+                    # A straggler gets a second copy once the work has run out (`_stragglers`).
+                    result = await first_answer(
+                        lambda due: self.call_limited(est_tokens, call, account, due),
+                        lambda: self.call_limited(est_tokens, call, account, copy=True),
+                    )
+                else:  # one copy: no task of its own, nothing watched
+                    result = await self.call_limited(est_tokens, call, account)
                 return result, None, attempt
             except ProviderError as exc:
                 error = exc
@@ -168,8 +171,11 @@ class Sender:
             self.limiter.stragglers.copies += copy  # a straggler's copy goes out
             try:
                 async with asyncio.timeout(self.timeout_s):
-                    with self.limiter.stragglers.watch(due):
+                    if due is None:
                         result = await call()
+                    else:
+                        with self.limiter.stragglers.watch(due):
+                            result = await call()
             except TimeoutError as exc:
                 raise Transient(f"attempt timed out after {self.timeout_s:g}s") from exc
             except RateLimited as exc:

@@ -1,5 +1,7 @@
-"""Stragglers on a fake clock: once the work has run out, an attempt far slower than the others
-gets a second copy and the first answer is kept; never while other requests still wait."""
+"""Stragglers on a fake clock: with hedging on (`--hedge`), once the work has run out, an attempt
+far slower than the others gets a second copy and the first answer is kept; never while other
+requests still wait; and with it off (the default), no request is ever sent twice unless its
+attempt failed."""
 
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ async def run(
     timeout_s: float,
     workers: int = 4,
     fed: bool = True,
+    hedge: bool = True,
 ) -> tuple[Calls, dict[int, tuple[str | None, int]], Limiter, float]:
     """Sends one request per script through a Sender (base delay 0), `workers` at once, the
     jobs fed through the limiter (`fed`) as the engine and `ttc batch` do; moves the clock until
@@ -54,6 +57,7 @@ async def run(
     when the last answered."""
     calls = Calls(clock)
     limiter = Limiter(max_concurrency=workers)
+    limiter.hedge = hedge
     sender = Sender(None, limiter, RetryPolicy(base_delay=0.0), timeout_s)
     results: dict[int, tuple[str | None, int]] = {}
 
@@ -87,6 +91,21 @@ async def test_a_hang_at_the_end_gets_a_second_copy_and_one_answer_is_kept(
     assert limiter.stragglers.copies == 1  # what summary.json reports as hedged copies
     assert ended <= 32.2
     assert all(results[k] == (f"{k}#0", 1) for k in range(120))  # nothing else copied
+
+
+async def test_without_hedging_no_request_is_sent_twice_unless_its_attempt_failed(
+    clock: FakeClock,
+) -> None:
+    # The default: the same hang at the end runs to its timeout and is retried then; every
+    # other request is sent exactly once.
+    scripts = [[1.0]] * 120 + [[HANG, 1.0]] + [[1.0, 1.0]] * 30
+    calls, results, limiter, _ = await run(clock, scripts, timeout_s=20.0, hedge=False)
+    assert results[120] == ("120#1", 2)
+    first, second = calls.started[120]
+    assert second - first == pytest.approx(20.0, abs=0.06)  # its timeout, not a copy
+    assert calls.cancelled == [(120, 0)]
+    assert all(len(calls.started[k]) == 1 for k in range(len(scripts)) if k != 120)
+    assert limiter.stragglers.hedges == limiter.stragglers.copies == 0
 
 
 async def test_no_copy_while_other_requests_wait_for_a_slot(clock: FakeClock) -> None:

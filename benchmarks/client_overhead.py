@@ -1,0 +1,304 @@
+"""What ttc's client costs per request, against the least a client can do, on a server ttc did
+not write.
+
+A minimal aiohttp server (this file's `serve` role: one fixed chat completion, no rate limit, no
+latency) runs in its own process. Three clients then send the same `--count` requests to it at
+`--concurrency`, one after the other, each in its own process:
+
+- `bare`: one aiohttp session, orjson, `--concurrency` coroutines that post and parse;
+- `batch`: `ttc batch` on an OpenAI Batch input of the same requests (limiter, retries, journal,
+  output file);
+- `engine`: the engine's warm-up round (`unif`, one round) over `--count` generated questions
+  through `OpenAIProvider`: prompts, limiter, journal, the verdicts from worker processes.
+
+Each client's CPU (user + system) and peak RSS are its whole process's, read from `wait4` when
+it exits (start-up included, as a user pays it); the engine's verifier processes are not its own
+and are left out (it reports its own process's figures). Prints one JSON line with each client's
+requests per second, CPU seconds per 1,000 requests and peak RSS, and the ratios to the bare
+loop measured in the same run. No model answers: this measures the machinery, never the method.
+
+`--guard X` exits 1 when `ttc batch`'s CPU per request passes X times the bare loop's (CI runs it
+on a small count with a wide margin: a regression guard on CPU time, not a timing test).
+
+    python benchmarks/client_overhead.py [--count 20000] [--concurrency 256] [--guard 2.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+from _sums import question
+
+ANSWER = "The answer is \\boxed{42}."
+_BODY = {
+    "id": "chatcmpl-0",
+    "object": "chat.completion",
+    "model": "m",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}
+    ],
+    "usage": {"prompt_tokens": 20, "completion_tokens": 8, "total_tokens": 28},
+}
+
+
+def serve(port: int) -> None:
+    """The reference server: aiohttp, one fixed answer, ready when it prints its URL."""
+    from aiohttp import web
+
+    body = orjson.dumps(_BODY)
+
+    async def chat(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=body, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+
+    def said(*_: object) -> None:
+        print("ready", flush=True)
+
+    web.run_app(app, host="127.0.0.1", port=port, print=said, access_log=None)
+
+
+async def bare(url: str, count: int, concurrency: int) -> None:
+    """The plainest client: post, read, parse, next."""
+    import aiohttp
+
+    endpoint = url + "/chat/completions"
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer unused"}
+    next_index = 0
+    ok = 0
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        nonlocal next_index, ok
+        while next_index < count:
+            i = next_index
+            next_index += 1
+            body = {"model": "m", "messages": [{"role": "user", "content": question(i)}]}
+            async with session.post(endpoint, data=orjson.dumps(body), headers=headers) as r:
+                answer = orjson.loads(await r.read())
+                ok += r.status == 200 and bool(answer["choices"])
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        await asyncio.gather(*(worker(session) for _ in range(concurrency)))
+    if ok != count:
+        raise SystemExit(f"bare loop: {ok} of {count} requests answered")
+
+
+async def engine(url: str, count: int, concurrency: int, out: Path) -> None:
+    """The engine's warm-up round over `count` questions, then this process's own figures."""
+    from _sums import Sums
+
+    from ttc.adapters import OpenAIProvider
+    from ttc.engine import Engine, RunConfig
+
+    suite = Sums(count)
+    items = suite.items()
+    config = RunConfig(method="unif", rounds=1, concurrency=concurrency, verifier_workers=1)
+    provider = OpenAIProvider("m", base_url=url)
+    try:
+        async with Engine(provider, suite, config, out_dir=out) as run:
+            result = await run.run(items)
+    finally:
+        await provider.aclose()
+    sent = sum(s.requests for s in result.rounds)
+    if sent != count or result.coverage != 1.0:
+        raise SystemExit(f"engine: {sent} of {count} requests, coverage {result.coverage}")
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(orjson.dumps({"cpu_s": usage.ru_utime + usage.ru_stime, "rss_kb": usage.ru_maxrss}))
+
+
+def _run_role(command: Sequence[str], env: dict[str, str]) -> dict[str, Any]:
+    """Runs one client to its end: wall seconds, and CPU seconds and peak RSS from wait4."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as err:
+        # stdout is short (the role's figures); stderr goes to a file, so no pipe fills up.
+        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, env=env) as proc:
+            assert proc.stdout is not None
+            out = proc.stdout.read()
+            _, status, usage = os.wait4(proc.pid, 0)  # reaped here, for its rusage
+            proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - started
+        if proc.returncode != 0:
+            err.seek(0)
+            said = err.read().decode(errors="replace")[-3000:]
+            raise SystemExit(f"{' '.join(command[:5])} failed ({proc.returncode}):\n{said}")
+    figures: dict[str, Any] = {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "rss_kb": usage.ru_maxrss,
+    }
+    lines = out.decode().strip().splitlines()
+    if lines and lines[-1].startswith("{"):
+        figures |= orjson.loads(lines[-1])  # the role's own process only (the engine's)
+    return figures
+
+
+def _batch_input(path: Path, count: int) -> None:
+    with path.open("wb") as fh:
+        for i in range(count):
+            body = {"model": "m", "messages": [{"role": "user", "content": question(i)}]}
+            line = {"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions"}
+            fh.write(orjson.dumps(line | {"body": body}) + b"\n")
+
+
+def _row(figures: dict[str, Any], count: int) -> dict[str, float]:
+    return {
+        "req_per_s": round(count / figures["wall_s"], 1),
+        "cpu_s_per_1000": round(1000 * figures["cpu_s"] / count, 4),
+        "peak_rss_mb": round(figures["rss_kb"] / 1024, 1),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=20_000, help="requests per client")
+    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--clients", default="bare,batch,engine", help="which, comma-separated")
+    parser.add_argument(
+        "--guard", type=float, default=None, help="fail when batch CPU/request > X × bare's"
+    )
+    parser.add_argument("--role", choices=("serve", "bare", "engine"), help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.role == "serve":
+        serve(args.port)
+        return 0
+    if args.role == "bare":
+        asyncio.run(bare(args.url, args.count, args.concurrency))
+        return 0
+    if args.role == "engine":
+        asyncio.run(engine(args.url, args.count, args.concurrency, Path(args.out)))
+        return 0
+    clients = [c for c in args.clients.split(",") if c]
+    unknown = set(clients) - {"bare", "batch", "engine"}
+    if unknown or "bare" not in clients:
+        parser.error(f"--clients: bare and any of batch, engine, got {args.clients!r}")
+    return _compare(args, clients)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _compare(args: argparse.Namespace, clients: list[str]) -> int:
+    me = [sys.executable, str(Path(__file__).resolve())]
+    env = dict(os.environ, OPENAI_API_KEY="unused", PYTHONUNBUFFERED="1")
+    port = _free_port()
+    server = subprocess.Popen(
+        [*me, "--role", "serve", "--port", str(port)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        if "ready" not in server.stdout.readline():
+            raise SystemExit("the reference server did not start")
+        url = f"http://127.0.0.1:{port}/v1"
+        common = ["--url", url, "--count", str(args.count), "--concurrency", str(args.concurrency)]
+        rows: dict[str, dict[str, float]] = {}
+        with tempfile.TemporaryDirectory(prefix="ttc-overhead-") as tmp:
+            work = Path(tmp)
+            _batch_input(work / "in.jsonl", args.count)
+            for client in clients:
+                if client == "bare":
+                    command = [*me, "--role", "bare", *common]
+                elif client == "batch":
+                    out = work / "out.jsonl"
+                    command = [
+                        sys.executable,
+                        "-m",
+                        "ttc.engine.cli",
+                        "batch",
+                        str(work / "in.jsonl"),
+                    ]
+                    command += ["--out", str(out), "--base-url", url, "--quiet"]
+                    command += ["--concurrency", str(args.concurrency)]
+                else:
+                    command = [*me, "--role", "engine", *common, "--out", str(work / "run")]
+                rows[client] = _row(_run_role(command, env), args.count)
+            if "batch" in clients:
+                _check_batch_output(work / "out.jsonl", args.count)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    line = _report(rows, args)
+    print(orjson.dumps(line).decode())
+    if args.guard is not None and "batch" in rows:
+        ratio = line["ratios"]["batch_cpu_per_request"]
+        if ratio > args.guard:
+            print(
+                f"client_overhead: ttc batch costs {ratio:.2f}x the bare loop's CPU per request "
+                f"(guard {args.guard:g}x)",
+                file=sys.stderr,
+            )
+            return 1
+    return 0
+
+
+def _check_batch_output(path: Path, count: int) -> None:
+    answered = 0
+    with path.open("rb") as fh:
+        for raw in fh:
+            answered += orjson.loads(raw)["response"]["status_code"] == 200
+    if answered != count:
+        raise SystemExit(f"ttc batch: {answered} of {count} requests answered")
+
+
+def _report(rows: dict[str, dict[str, float]], args: argparse.Namespace) -> dict[str, Any]:
+    base = rows["bare"]
+    ratios: dict[str, float] = {}
+    for client in ("batch", "engine"):
+        if client in rows:
+            row = rows[client]
+            ratios[f"{client}_req_per_s"] = round(row["req_per_s"] / base["req_per_s"], 3)
+            ratios[f"{client}_cpu_per_request"] = round(
+                row["cpu_s_per_1000"] / base["cpu_s_per_1000"], 3
+            )
+    if "batch" in rows and "engine" in rows:
+        ratios["engine_cpu_per_request_vs_batch"] = round(
+            rows["engine"]["cpu_s_per_1000"] / rows["batch"]["cpu_s_per_1000"], 3
+        )
+    return {
+        "benchmark": "client_overhead",
+        "server": "aiohttp, one fixed answer, own process (not ttc serve)",
+        "count": args.count,
+        "concurrency": args.concurrency,
+        "load_1min": round(os.getloadavg()[0], 2),
+        "git": _commit(),
+        **{client: row for client, row in rows.items()},
+        "ratios": ratios,
+    }
+
+
+def _commit() -> str:
+    try:
+        found = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:
+        return "unknown"
+    return found.stdout.strip() or "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
