@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # torch is pinned in the same install command: unpinned, pip pulls several GB of CUDA packages.
 TORCH := torch==2.13.0
 
-.PHONY: run test test-fast lint fmt clean FORCE
+.PHONY: run test test-fast guard lint fmt clean FORCE
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,9 +36,17 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# Every test, on two workers (pytest-xdist; tests/conftest.py keeps some modules on one worker).
+# Every test, on two workers (pytest-xdist; tests/conftest.py keeps some modules on one worker),
+# then (for the whole suite) the CPU guard.
 test: lint
 	$(BIN)/pytest -q -n 2 --dist loadgroup $(ARGS)
+	$(if $(ARGS),,$(MAKE) --no-print-directory guard)
+
+# A regression guard on the hot path's CPU, not a timing test: `ttc batch` may cost at most 2.5
+# times the CPU per request of a bare aiohttp loop measured in the same run (about 1.4 times
+# when this was written), against a minimal server in another process.
+guard: $(VENV)/.installed
+	$(BIN)/python benchmarks/client_overhead.py --count 5000 --clients bare,batch --guard 2.5
 
 # The tests not marked slow (no end-to-end run, no pass over a whole data set).
 test-fast: lint

@@ -62,7 +62,7 @@ from ttc.adapters.providers._usage import (
     prompt_tokens,
 )
 from ttc.engine import BadRequest, Completion, Fatal, Provider, RateInfo, Request, Transient, Usage
-from ttc.engine._util import redact_json
+from ttc.engine._util import redact_parsed
 
 __all__ = ["OpenAIProvider"]
 
@@ -162,11 +162,11 @@ class OpenAIProvider(Provider):
             if 200 <= status < 300:
                 data = orjson.loads(raw)
                 self._check_answer(path, data)
-                return status, redact_json(data, self._secrets), rate
+                return status, redact_parsed(raw, data, self._secrets), rate
             parsed = loads_or_text(raw)
             error = status_error(status, headers, parsed, who=self.name, secret=self._secrets)
             if isinstance(error, BadRequest):
-                return status, redact_json(parsed, self._secrets), rate
+                return status, redact_parsed(raw, parsed, self._secrets), rate
             raise error
 
     async def aclose(self) -> None:

@@ -10,13 +10,15 @@ millisecond of lag for every other coroutine of the host. Two tools keep that sh
 - `await pause()`: called inside a long loop on the loop thread (a round's send workers, the
   replay of a journal), it gives the loop a turn once the engine's code has held it for
   `TURN_S`: every task that calls it then waits at one gate while the loop runs everything
-  else that is ready (its timers, and the tasks they wake), so however many of the engine's
-  tasks were ready, the host's coroutines wait at most about TURN_S for the loop.
+  else that is ready (its timers, and the tasks they wake), and each turn lets through only as
+  many waiting tasks as fit in about TURN_S, so however many of the engine's tasks were ready,
+  the host's coroutines wait about TURN_S or two for the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import functools
@@ -50,56 +52,71 @@ async def in_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) ->
 
 
 class _Turns:
-    """When the engine's code last began a turn on a loop, and the tasks waiting for the next."""
+    """When the engine's code last began a turn on a loop, the tasks waiting for the next, and
+    how many of them one turn lets through."""
 
-    __slots__ = ("again", "loop", "since", "waiters")
+    __slots__ = ("loop", "share", "since", "waiters")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.since = time.perf_counter()
-        # Each waiting task has its own future (a cancelled waiter cancels only its own), done
-        # with True for the first one through the gate. `again`: tasks back for a second wait,
-        # let through before the newcomers.
-        self.waiters: list[asyncio.Future[bool]] | None = None
-        self.again: list[asyncio.Future[bool]] = []
+        # Each waiting task has its own future: a cancelled waiter cancels only its own.
+        self.waiters: collections.deque[asyncio.Future[None]] | None = None
+        self.share = _FIRST_SHARE
 
-    def wait(self, *, again: bool = False) -> asyncio.Future[bool]:
-        """A future done once the gate opens. The gate is shut for two iterations of the loop:
-        in the first, the loop's own callbacks run (a timer that fell due, data that arrived);
-        in the second, the tasks they woke. An iteration is first come, first served, so the
-        engine's tasks go on in a third."""
+    def wait(self) -> asyncio.Future[None]:
+        """A future done once this task's turn comes (first come, first served)."""
         fut = self.loop.create_future()
         if self.waiters is None:
-            self.waiters = []
-            self.loop.call_soon(self.loop.call_soon, self._open)
-        (self.again if again else self.waiters).append(fut)
+            self.waiters = collections.deque()
+            self._shut()
+        self.waiters.append(fut)
         return fut
 
-    def _open(self) -> None:
-        waiters = self.again + (self.waiters or [])
-        self.again, self.waiters = [], None
-        self.since = time.perf_counter()
-        first = True
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(first)
-                first = False
+    def _shut(self) -> None:
+        """Shuts the gate for two iterations of the loop: in the first, the loop's own callbacks
+        run (a timer that fell due, data that arrived); in the second, the tasks they woke. An
+        iteration is first come, first served, so the engine's tasks go on in a third."""
+        self.loop.call_soon(self.loop.call_soon, self._open)
 
+    def _open(self) -> None:
+        now = time.perf_counter()
+        # The share the last turn let through, fitted to the time the turn took: each turn
+        # wakes a bounded number of tasks (never all of them: 256 send workers woken at once
+        # held the loop for tens of milliseconds), and every task waits once, not again.
+        took = now - self.since
+        if took > 2 * TURN_S:
+            self.share = max(1, self.share // 2)
+        elif took < TURN_S:
+            self.share = min(_MAX_SHARE, self.share * 2)
+        self.since = now
+        waiters = self.waiters
+        woken = 0
+        while waiters and woken < self.share:
+            fut = waiters.popleft()
+            if not fut.done():  # a cancelled waiter takes no one's place
+                fut.set_result(None)
+                woken += 1
+        if waiters:
+            self._shut()  # the rest after the loop's next turn
+        else:
+            self.waiters = None
+
+
+# How many waiting tasks a turn lets through at first, and at most.
+_FIRST_SHARE, _MAX_SHARE = 16, 4096
 
 _TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Turns] = weakref.WeakKeyDictionary()
 
 
 async def pause() -> None:
     """Gives the loop a turn if the engine's code has held it for TURN_S or more (or a turn is
-    being given already). Back through the gate, a task waits once more if the others have used
-    up the new turn, ahead of the newcomers; the first task through always goes on, so the
-    engine progresses however slow the machine (a loaded one, a profiler)."""
+    being given already): the task waits for its place, once. Each turn lets through at least
+    one task, so the engine progresses however slow the machine (a loaded one, a profiler)."""
     loop = asyncio.get_running_loop()
     turns = _TURNS.get(loop)
     if turns is None:
         turns = _TURNS[loop] = _Turns(loop)
     if turns.waiters is None and time.perf_counter() - turns.since < TURN_S:
         return
-    first = await turns.wait()
-    while not first and time.perf_counter() - turns.since >= TURN_S:
-        first = await turns.wait(again=True)
+    await turns.wait()

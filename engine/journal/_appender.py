@@ -59,7 +59,10 @@ class Appender:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd: int | None = None
-        self._cond = threading.Condition(threading.Lock())
+        # The condition's own lock, taken directly where no wait is needed (`append`, on the
+        # event loop's thread for every line): a `with` on the lock costs no Python frame.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._queue: list[bytes] = []
         self._waiting = False  # the writer waits for a line: the next append wakes it
         self._appended = 0  # the file's size once every appended line is written
@@ -98,7 +101,7 @@ class Appender:
 
     def append(self, line: bytes) -> int:
         """Hands one line to the writer and returns at once; returns the line's byte offset."""
-        with self._cond:
+        with self._lock:
             if self._fd is None:
                 raise RuntimeError(f"{self.path} is not open")
             self._raise_failure()

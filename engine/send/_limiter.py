@@ -42,7 +42,7 @@ import asyncio
 import collections
 import contextlib
 import math
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
 from ttc.engine.contract._errors import ConfigError
@@ -228,36 +228,7 @@ class Limiter:
         """Wait for a place, the gate, one request unit and `est_tokens` tokens."""
         if est_tokens < 0:
             raise ValueError(f"est_tokens must be >= 0, got {est_tokens!r}")
-        return self._slot(est_tokens)
-
-    @contextlib.asynccontextmanager
-    async def _slot(self, est_tokens: int) -> AsyncIterator[Ticket]:
-        self._waiting += 1
-        try:
-            await self._cap.acquire()
-        except BaseException:
-            self._waiting -= 1
-            raise
-        try:
-            try:
-                started = await self._wait_for_rates(est_tokens)
-            finally:
-                self._waiting -= 1
-            if not self._waiting:
-                self.stragglers.idle()
-            ticket = self._next_ticket
-            self._next_ticket += 1
-            if started is not None:
-                self._started[ticket] = started
-            self._in_flight += 1
-            self._max_in_flight = max(self._max_in_flight, self._in_flight)
-            try:
-                yield ticket
-            finally:
-                self._in_flight -= 1
-                self._started.pop(ticket, None)
-        finally:
-            self._cap.release()
+        return _Slot(self, est_tokens)
 
     def fed(self, jobs: Iterable[T]) -> Iterator[T]:
         """`jobs`, passed through; once they have all been taken, the requests under way are the
@@ -367,3 +338,48 @@ class Limiter:
                 await fut
             finally:
                 self._gate_waiters.pop(fut, None)
+
+
+class _Slot:
+    """One slot of a Limiter, as an async context manager. A class, not a generator: every
+    request takes one, and an async generator per request cost a registration with the loop
+    and a contextlib wrapper."""
+
+    __slots__ = ("_est", "_limiter", "_ticket")
+
+    def __init__(self, limiter: Limiter, est_tokens: int) -> None:
+        self._limiter = limiter
+        self._est = est_tokens
+        self._ticket = -1
+
+    async def __aenter__(self) -> Ticket:
+        lim = self._limiter
+        lim._waiting += 1
+        try:
+            await lim._cap.acquire()
+        except BaseException:
+            lim._waiting -= 1
+            raise
+        try:
+            try:
+                started = await lim._wait_for_rates(self._est)
+            finally:
+                lim._waiting -= 1
+        except BaseException:
+            lim._cap.release()  # cancelled while waiting for a rate: the place goes back
+            raise
+        if not lim._waiting:
+            lim.stragglers.idle()
+        ticket = self._ticket = lim._next_ticket
+        lim._next_ticket += 1
+        if started is not None:
+            lim._started[ticket] = started
+        lim._in_flight += 1
+        lim._max_in_flight = max(lim._max_in_flight, lim._in_flight)
+        return ticket
+
+    async def __aexit__(self, *exc: object) -> None:
+        lim = self._limiter
+        lim._in_flight -= 1
+        lim._started.pop(self._ticket, None)
+        lim._cap.release()

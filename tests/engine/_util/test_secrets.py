@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 
+import orjson
 import pytest
 
 from ttc.engine._util import (
@@ -11,6 +12,7 @@ from ttc.engine._util import (
     redact,
     redact_argv,
     redact_json,
+    redact_parsed,
     redact_url,
     url_credentials,
     withheld,
@@ -77,6 +79,30 @@ def test_redact_json_copies_every_string_keys_included_however_deep() -> None:
         inner = inner[0]
     assert inner == [REDACTED]
     assert redact_json(f"a {secret}", secret) == f"a {REDACTED}"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"choices": [{"text": "sk-0123456789"}]}',  # as itself
+        b'{"choices": [{"text": "\\u0073k-0123456789"}]}',  # one character escaped
+        b'{"sk-0123456789": 1}',  # as a key
+        b'{"a": ["x", {"b": "pre sk-0123456789 post\\n"}]}',
+    ],
+)
+def test_a_body_that_spells_the_secret_in_any_way_is_redacted(raw: bytes) -> None:
+    out = redact_parsed(raw, orjson.loads(raw), "sk-0123456789")
+    assert "sk-0123456789" not in orjson.dumps(out).decode()
+    assert REDACTED in orjson.dumps(out).decode()
+
+
+def test_a_body_that_cannot_hold_the_secret_is_returned_as_it_is() -> None:
+    raw = b'{"choices": [{"text": "line one\\nline two"}], "usage": {"total_tokens": 3}}'
+    value = orjson.loads(raw)
+    assert redact_parsed(raw, value, "sk-0123456789") is value  # no copy, no walk
+    # A secret with a character JSON escapes on its own (a slash) is always looked for.
+    raw = b'{"text": "a\\/b-0123456789"}'
+    assert redact_parsed(raw, orjson.loads(raw), "a/b-0123456789") == {"text": REDACTED}
 
 
 def test_redact_argv_takes_out_url_credentials_in_both_flag_forms() -> None:
