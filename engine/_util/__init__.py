@@ -1,6 +1,8 @@
-"""Private helpers every layer may import: file readers with FILE:LINE errors, redaction of
-secrets, the bounded worker pool and work kept off the event loop."""
+"""Private helpers every layer may import: file readers with FILE:LINE errors, writers that
+never follow a link, redaction of secrets, the bounded worker pool and work kept off the event
+loop."""
 
+from ttc.engine._util._nofollow import open_fd, open_file, temp_file
 from ttc.engine._util._records import parse_json, read_bytes, read_json, read_jsonl
 from ttc.engine._util._secrets import (
     REDACTED,
@@ -18,6 +20,8 @@ __all__ = [
     "REDACTED",
     "URL_REDACTED",
     "basic_token",
+    "open_fd",
+    "open_file",
     "parse_json",
     "read_bytes",
     "read_json",
@@ -26,6 +30,7 @@ __all__ = [
     "redact_argv",
     "redact_json",
     "redact_url",
+    "temp_file",
     "url_credentials",
     "withheld",
 ]

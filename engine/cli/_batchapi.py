@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import orjson
 
 from ttc.engine import ConfigError, ProviderError
+from ttc.engine._util._nofollow import open_file, temp_file
 from ttc.engine._util._records import json_object, read_lines
 from ttc.engine.cli._batchio import BatchJob, InputScan, iter_jobs, scan_input
 from ttc.engine.journal import encode
@@ -110,7 +111,7 @@ class _Journal:
     def write(self, fact: Fact) -> None:
         line = encode(fact)
         line["at"] = round(time.time(), 3)
-        with self.path.open("ab") as out:
+        with open_file(self.path, "ab") as out:
             out.write(orjson.dumps(line) + b"\n")
             out.flush()
             os.fsync(out.fileno())
@@ -238,7 +239,8 @@ async def via_batch_api(args: argparse.Namespace, provider: OpenAIProvider) -> i
     finally:
         await api.aclose()
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_bytes(b"".join(orjson.dumps(lines[job.custom_id]) + b"\n" for job in jobs))
+    with temp_file(tmp) as sink:
+        sink.write(b"".join(orjson.dumps(lines[job.custom_id]) + b"\n" for job in jobs))
     tmp.replace(out)
     answered = sum(1 for x in lines.values() if (x.get("response") or {}).get("status_code") == 200)
     print(

@@ -40,7 +40,7 @@ from ttc.engine.contract._state import RunState
 from ttc.engine.contract._types import Item, Suite
 from ttc.engine.journal._journal import read_journal
 from ttc.engine.journal._lock import LOCK_NAME, RunLock
-from ttc.engine.journal._rundir import RunDir, round_row
+from ttc.engine.journal._rundir import RunDir, round_row, write_atomic
 from ttc.engine.report._plots import plot_coverage
 from ttc.engine.report._tables import compare_table, round_table
 from ttc.engine.run._engine import Engine
@@ -219,7 +219,7 @@ async def _compare(
 ) -> int:
     if not spec.resume:  # a resume goes on with the command line that made the comparison
         invocation = {"argv": redact_argv(spec.argv), "cwd": os.getcwd(), "protocol": spec.protocol}
-        (out / "invocation.json").write_bytes(orjson.dumps(invocation))
+        write_atomic(out / "invocation.json", orjson.dumps(invocation))
     runs: dict[str, list[dict[str, Any]]] = {}
     simulated = False
     # elim runs first; its warm-up samples are then shared with every other method, which
@@ -253,9 +253,10 @@ async def _compare(
     plot_coverage(runs, out / "coverage_vs_tokens.png", title)
     protocol = protocol_line(spec, stored_config(out / "unif").get("match_tokens"))
     note = f"note: {SIM_NOTE}\n" if simulated else ""
-    (out / "compare.txt").write_text(f"{protocol}\n{table}\n{note}")
-    (out / "compare.json").write_bytes(
-        orjson.dumps({"runs": runs, "simulated": simulated, "protocol": protocol})
+    write_atomic(out / "compare.txt", f"{protocol}\n{table}\n{note}".encode())
+    write_atomic(
+        out / "compare.json",
+        orjson.dumps({"runs": runs, "simulated": simulated, "protocol": protocol}),
     )
     print(protocol)
     print(table)
@@ -293,7 +294,7 @@ def share_warmup(src: Path, dst: Path, warmup_rounds: int) -> bool:
     if not lines:
         return False
     dst.parent.mkdir(parents=True, exist_ok=True)
-    dst.write_bytes(b"".join(line + b"\n" for line in lines))
+    write_atomic(dst, b"".join(line + b"\n" for line in lines))
     return True
 
 
