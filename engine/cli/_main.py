@@ -96,6 +96,12 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]] | int:
     except (ConfigError, DataError) as exc:
         print(f"ttc: error: {exc}", file=sys.stderr)
         return 2
+    stored = parser.parse_args(commands.resume_argv(args.run_dir, [])[0])
+    given = parser.parse_args([argv[0], *args.extra])
+    refusal = commands.untrusted_settings(args.run_dir, stored, given, parser.parse_args([argv[0]]))
+    if refusal is not None:
+        print(f"ttc: error: {refusal}", file=sys.stderr)
+        return 2
     if Path(cwd).is_dir():
         os.chdir(cwd)
     resumed = parser.parse_args(argv)
