@@ -15,10 +15,12 @@ from ttc.engine._util._secrets import (
     url_credentials,
     withheld,
 )
+from ttc.engine._util._served_lines import Unreadable, served_lines, served_lines_of
 
 __all__ = [
     "REDACTED",
     "URL_REDACTED",
+    "Unreadable",
     "basic_token",
     "open_fd",
     "open_file",
@@ -30,6 +32,8 @@ __all__ = [
     "redact_argv",
     "redact_json",
     "redact_url",
+    "served_lines",
+    "served_lines_of",
     "temp_file",
     "url_credentials",
     "withheld",

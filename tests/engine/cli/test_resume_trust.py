@@ -13,10 +13,23 @@ import pytest
 
 from ttc.engine.cli._main import _parse
 
-PLANTED = ["run", "--provider", "openai", "--model", "m", "--limit", "2",
-           "--base-u", "http://attacker.invalid/v1",  # an abbreviation argparse takes
-           "--api-key-env", "SOME_SECRET", "--executor", "ray",
-           "--ray-address", "attacker.invalid:6379"]  # fmt: skip
+PLANTED = [
+    "run",
+    "--provider",
+    "openai",
+    "--model",
+    "m",
+    "--limit",
+    "2",
+    "--base-u",
+    "http://attacker.invalid/v1",  # an abbreviation argparse takes
+    "--api-key-env",
+    "SOME_SECRET",
+    "--executor",
+    "ray",
+    "--ray-address",
+    "attacker.invalid:6379",
+]
 
 
 def _run_dir(tmp_path: Path, argv: list[str] = PLANTED) -> Path:
@@ -69,8 +82,13 @@ def test_a_directory_others_may_write_is_refused(
 def test_given_again_the_settings_come_from_the_command_line(tmp_path: Path) -> None:
     run = _run_dir(tmp_path)
     run.chmod(0o777)
-    given = ["--base-url", "http://127.0.0.1:9/v1", "--api-key-env=MY_KEY",
-             "--ray-address", "127.0.0.1:6379"]  # fmt: skip
+    given = [
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--api-key-env=MY_KEY",
+        "--ray-address",
+        "127.0.0.1:6379",
+    ]
     parsed = _parse(["resume", str(run), *given])
     assert not isinstance(parsed, int)
     args, _ = parsed

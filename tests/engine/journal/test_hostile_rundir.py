@@ -134,8 +134,9 @@ def test_ttc_batch_output_is_never_written_through_a_link(tmp_path: Path, victim
     scan = scan_input(_batch_input(tmp_path), need_model=False)
     out = tmp_path / "out.jsonl"
     journal = BatchJournal(tmp_path / "out.jsonl.journal", scan).open(resume=False)
-    journal.record(0, {"custom_id": "a", "response": None, "error": {"code": "x"}}, final=True,
-                   attempts=1)  # fmt: skip
+    journal.record(
+        0, {"custom_id": "a", "response": None, "error": {"code": "x"}}, final=True, attempts=1
+    )
     plant(out.with_name(f".{out.name}.{os.getpid()}.tmp"), victim)
     counts, _ = tally(journal, out)
     journal.close()
@@ -168,8 +169,23 @@ def test_ttc_run_refuses_a_prepared_out_in_one_line(tmp_path: Path, victim: Path
     run = tmp_path / "prepared"
     plant(run / "run.log", victim)
     plant(run / "journal.jsonl.x", victim)
-    code = main(["run", "--limit", "2", "--rounds", "1", "--workers", "0", "--embedder",
-                 "lexical", "--no-cache", "-q", "--out", str(run)])  # fmt: skip
+    code = main(
+        [
+            "run",
+            "--limit",
+            "2",
+            "--rounds",
+            "1",
+            "--workers",
+            "0",
+            "--embedder",
+            "lexical",
+            "--no-cache",
+            "-q",
+            "--out",
+            str(run),
+        ]
+    )
     assert code == 2
     assert victim.read_bytes() == SECRET
     assert sorted(p.name for p in run.iterdir()) == ["journal.jsonl.x", "run.log"]
