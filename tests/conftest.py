@@ -29,6 +29,7 @@ E2E = TESTS / "e2e"
 # worker.
 GROUPS = {
     "adapters/executors/test_ray.py": "ray",
+    "adapters/executors/test_ray_local.py": "ray",
     "e2e/test_ray_cli.py": "ray",
     "benchmarks/test_paper.py": "paper",
     "benchmarks/test_paper_tables.py": "paper_tables",

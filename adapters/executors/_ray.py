@@ -7,7 +7,8 @@ ConfigError naming `pip install 'ttc[ray]'`.
 - **Start-up.** `start()` returns at once: a thread connects to Ray and creates the actors, so
   their start overlaps the first requests. `address` names an existing cluster, which is left
   running (only this process's connection is closed); None starts a local Ray with `workers`
-  CPUs and no dashboard, stopped by `aclose`; a Ray the host already started is used as it is.
+  CPUs and no dashboard, every process of it listening on 127.0.0.1 only and its files in a
+  private (0700) folder, stopped by `aclose`; a Ray the host already started is used as it is.
   Each actor gets the suite once and runs its `prepare()`, as the process pool's initializer
   does; `ready()` waits for all of them.
 - **Judging.** A batch goes to the least busy actor (one of many samples, e.g. those a resumed
@@ -39,7 +40,9 @@ import importlib
 import logging
 import math
 import os
+import shutil
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -187,6 +190,7 @@ class RayVerifierPool:
         self._box: list[Any] = []
         self._slots: list[_Slot] = []
         self._connected = False  # this pool called ray.init: it calls ray.shutdown
+        self._tmp: str | None = None  # the private folder of the local Ray it started
         self._lock = asyncio.Lock()
 
     @property
@@ -224,13 +228,12 @@ class RayVerifierPool:
     def _connect(self) -> list[_Slot]:
         ray = self._ray
         if not ray.is_initialized():
-            local = {"num_cpus": self.workers, "include_dashboard": False}
-            with _quiet("ray"):
+            with _quiet("ray"), self._local() as local:
                 ray.init(
                     address=self.address,
                     log_to_driver=False,
                     configure_logging=False,
-                    **({} if self.address else local),
+                    **local,
                 )
             self._connected = True
         cpus = ray.cluster_resources().get("CPU", 0)
@@ -244,6 +247,34 @@ class RayVerifierPool:
         self._box = [ray.put(self.suite)]  # held here: the actors fetch it, restarted ones too
         actor = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(JudgeActor)
         return [_Slot(actor.remote()) for _ in range(self.workers)]
+
+    @contextlib.contextmanager
+    def _local(self) -> Iterator[dict[str, Any]]:
+        """The settings of a local Ray this pool starts (none for a cluster's address): its
+        `workers` CPUs, no dashboard, every process listening on loopback only, and its files
+        in a private folder.
+
+        Ray (on Linux) swaps a node address of 127.0.0.1 for the machine's own, to be reachable
+        from other nodes; a node alone on its machine is what its single-machine switch is for,
+        set while `ray.init` resolves the address (its GCS, raylet, object manager and workers
+        then listen on 127.0.0.1). Ray makes its temporary folder 0777 (/tmp/ray by default): it
+        is made inside a folder of ttc's own, 0700, removed once the pool has stopped."""
+        if self.address:
+            yield {}
+            return
+        constants: Any = importlib.import_module("ray._private.ray_constants")
+        cluster = constants.ENABLE_RAY_CLUSTER
+        self._tmp = tempfile.mkdtemp(prefix="ttc-ray-")
+        constants.ENABLE_RAY_CLUSTER = False
+        try:
+            yield {
+                "num_cpus": self.workers,
+                "include_dashboard": False,
+                "_node_ip_address": "127.0.0.1",
+                "_temp_dir": os.path.join(self._tmp, "ray"),
+            }
+        finally:
+            constants.ENABLE_RAY_CLUSTER = cluster
 
     async def ready(self) -> None:
         """Wait until every actor has installed the suite; VerifierError if Ray did not start
@@ -340,3 +371,6 @@ class RayVerifierPool:
         if self._connected:
             self._connected = False
             self._ray.shutdown()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None

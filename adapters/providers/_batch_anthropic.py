@@ -36,15 +36,17 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
 from ttc.adapters.providers._anthropic import AnthropicProvider
 from ttc.adapters.providers._anthropic_errors import anthropic_error
+from ttc.adapters.providers._batch_openai import redacted_ids, unreadable_result
 from ttc.adapters.providers._transport import sdk_errors
 from ttc.engine import BatchAPI, ConfigError, ProviderError, Request, Transient
+from ttc.engine._util import Unreadable, served_lines
 from ttc.engine.contract import BatchResult, BatchStatus
 
 __all__ = ["AnthropicBatchAPI"]
@@ -143,11 +145,11 @@ class AnthropicBatchAPI(BatchAPI):
         with self._translate():
             batch = await self._client.messages.batches.create(requests=requests)
         self._inline.pop(file_id, None)
-        return _status(batch)
+        return _status(batch, self._secrets)
 
     async def poll(self, batch_id: str) -> BatchStatus:
         with self._translate():
-            return _status(await self._client.messages.batches.retrieve(batch_id))
+            return _status(await self._client.messages.batches.retrieve(batch_id), self._secrets)
 
     async def find(self, tag: str) -> BatchStatus | None:
         mark = _mark(tag)
@@ -159,7 +161,7 @@ class AnthropicBatchAPI(BatchAPI):
                     if batch.processing_status != "ended":
                         running.append(batch.id)
                     elif await self._mark_of(batch.id) == mark:
-                        return _status(batch)
+                        return _status(batch, self._secrets)
                 if not page.has_next_page():
                     break
                 page = await page.get_next_page()
@@ -186,7 +188,7 @@ class AnthropicBatchAPI(BatchAPI):
                     continue
                 running.remove(batch_id)
                 if await self._mark_of(batch_id) == mark:
-                    return _status(batch)
+                    return _status(batch, self._secrets)
         return None
 
     async def _mark_of(self, batch_id: str) -> str:
@@ -205,11 +207,18 @@ class AnthropicBatchAPI(BatchAPI):
     async def results(
         self, status: BatchStatus, requests: Mapping[str, Request]
     ) -> list[BatchResult]:
+        # The raw lines, streamed and checked one by one (`served_lines`): the client's own
+        # reader holds a line whole and raises on a garbage one, losing the lines after it.
         found: list[BatchResult] = []
+        cap = self.provider._connection.max_response_bytes
         with self._translate():
-            lines = await self._client.messages.batches.results(status.id)
-            async for line in lines:
-                found.append(self._result(line.to_dict(), requests))
+            streamed = self._client.messages.batches.with_streaming_response.results(status.id)
+            async with streamed as body:
+                async for line in served_lines(body.iter_bytes(), cap):
+                    if isinstance(line, Unreadable):
+                        found.append(unreadable_result(self.provider.name, line))
+                    else:
+                        found.append(self._result(line, requests))
         return found
 
     async def aclose(self) -> None:
@@ -246,7 +255,12 @@ class AnthropicBatchAPI(BatchAPI):
         )
 
 
-def _status(batch: Any) -> BatchStatus:
+def _status(batch: Any, secrets: Sequence[str]) -> BatchStatus:
+    """The vendor's batch in the engine's terms, the ids it chose redacted."""
+    return redacted_ids(_vendor_status(batch), secrets)
+
+
+def _vendor_status(batch: Any) -> BatchStatus:
     """A Message Batch in the engine's terms: in_progress, cancelling, then completed, or
     cancelled or expired when some of its requests were (their results say which)."""
     counts = batch.request_counts

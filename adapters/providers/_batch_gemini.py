@@ -31,9 +31,11 @@ from typing import Any
 
 import orjson
 
+from ttc.adapters.providers._batch_openai import redacted_ids, unreadable_result
 from ttc.adapters.providers._gemini import GeminiProvider
 from ttc.adapters.providers._http import redact
 from ttc.engine import BadRequest, BatchAPI, Message, ProviderError, Request, Transient
+from ttc.engine._util import Unreadable, served_lines_of
 from ttc.engine.contract import BatchResult, BatchStatus
 
 __all__ = ["GeminiBatchAPI"]
@@ -99,7 +101,7 @@ class GeminiBatchAPI(BatchAPI):
             self._requests.pop(key, None)
         if not uploaded.name:
             raise Transient(f"{self.provider.name} batch: the upload of {name} gave no name")
-        return uploaded.name
+        return redact(uploaded.name, self.provider._secrets)
 
     async def create(self, file_id: str, tag: str) -> BatchStatus:
         if file_id.startswith("inline:"):
@@ -109,7 +111,7 @@ class GeminiBatchAPI(BatchAPI):
             job = await client.aio.batches.create(
                 model=self.provider.model, src=file_id, config={"display_name": tag}
             )
-        return _status(job)
+        return _status(job, self.provider._secrets)
 
     async def _create_inline(self, file_id: str, tag: str) -> BatchStatus:
         from google.genai import types
@@ -131,12 +133,12 @@ class GeminiBatchAPI(BatchAPI):
         del self._files[file_id]
         for key in keys:
             self._requests.pop(key, None)
-        return _status(job)
+        return _status(job, self.provider._secrets)
 
     async def poll(self, batch_id: str) -> BatchStatus:
         client = self.provider._genai()
         with self.provider._translate():
-            return _status(await client.aio.batches.get(name=batch_id))
+            return _status(await client.aio.batches.get(name=batch_id), self.provider._secrets)
 
     async def find(self, tag: str) -> BatchStatus | None:
         client = self.provider._genai()
@@ -145,7 +147,7 @@ class GeminiBatchAPI(BatchAPI):
             seen = 0
             async for job in pager:
                 if job.display_name == tag:
-                    return _status(job)
+                    return _status(job, self.provider._secrets)
                 seen += 1
                 if seen >= 100 * _FIND_PAGES:
                     break
@@ -175,14 +177,16 @@ class GeminiBatchAPI(BatchAPI):
     def _file_results(self, data: bytes, requests: Mapping[str, Request]) -> list[BatchResult]:
         """The lines of a responses file: {"key", "response"} or {"key", "error": Status}."""
         found: list[BatchResult] = []
-        for raw in data.splitlines():
-            try:
-                line = orjson.loads(raw) if raw.strip() else None
-            except orjson.JSONDecodeError:
-                continue  # a torn line: its request has no result, and goes again
-            key = str(line.get("key", "")) if isinstance(line, dict) else ""
+        cap = self.provider._connection.max_response_bytes
+        for line in served_lines_of(data, cap):
+            if isinstance(line, Unreadable):  # counted; its request has no result, goes again
+                found.append(unreadable_result(self.provider.name, line))
+                continue
+            key = str(line.get("key", ""))
             request = requests.get(key)
-            if request is not None and isinstance(line, dict):
+            if request is None:  # not waiting: the engine refuses it if it was never sent
+                found.append(BatchResult(key, None, Transient("not waiting"), "failed"))
+            else:
                 found.append(self._file_result(key, line, request))
         return found
 
@@ -252,7 +256,12 @@ def _contents(messages: Sequence[Message]) -> list[dict[str, Any]]:
     ]
 
 
-def _status(job: Any) -> BatchStatus:
+def _status(job: Any, secrets: Sequence[str]) -> BatchStatus:
+    """The vendor's batch in the engine's terms, the ids it chose redacted."""
+    return redacted_ids(_vendor_status(job), secrets)
+
+
+def _vendor_status(job: Any) -> BatchStatus:
     state = getattr(job.state, "value", job.state) or ""
     responses = (job.dest.inlined_responses if job.dest is not None else None) or []
     failed = sum(1 for r in responses if r.error is not None)

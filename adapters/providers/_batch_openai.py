@@ -27,7 +27,8 @@ A request's own result: status 200 → its completion; another status → that s
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast, get_args
 
 import orjson
@@ -36,7 +37,7 @@ from ttc.adapters.providers._http import redact, status_error
 from ttc.adapters.providers._openai import OpenAIProvider
 from ttc.adapters.providers._transport import sdk_errors
 from ttc.engine import BadRequest, BatchAPI, ProviderError, Request, Transient
-from ttc.engine._util import redact_json
+from ttc.engine._util import Unreadable, redact_json, served_lines
 from ttc.engine.contract import BatchResult, BatchStatus
 
 __all__ = ["OpenAIBatchAPI"]
@@ -96,7 +97,7 @@ class OpenAIBatchAPI(BatchAPI):
     async def upload(self, data: bytes, name: str) -> str:
         with self._translate():
             created = await self._client.files.create(file=(name, data), purpose="batch")
-        return created.id
+        return redact(created.id, self._secrets)
 
     async def create(self, file_id: str, tag: str, endpoint: str = _ENDPOINT) -> BatchStatus:
         """A batch of an uploaded file for `endpoint` (the requests' url; chat completions by
@@ -110,11 +111,11 @@ class OpenAIBatchAPI(BatchAPI):
                 completion_window="24h",
                 metadata={"ttc_tag": tag},
             )
-        return _status(batch)
+        return _status(batch, self._secrets)
 
     async def poll(self, batch_id: str) -> BatchStatus:
         with self._translate():
-            return _status(await self._client.batches.retrieve(batch_id))
+            return _status(await self._client.batches.retrieve(batch_id), self._secrets)
 
     async def find(self, tag: str) -> BatchStatus | None:
         with self._translate():
@@ -122,7 +123,7 @@ class OpenAIBatchAPI(BatchAPI):
             for _ in range(_FIND_PAGES):
                 for batch in page.data:
                     if (batch.metadata or {}).get("ttc_tag") == tag:
-                        return _status(batch)
+                        return _status(batch, self._secrets)
                 if not page.has_next_page():
                     return None
                 page = await page.get_next_page()
@@ -131,20 +132,31 @@ class OpenAIBatchAPI(BatchAPI):
     async def results(
         self, status: BatchStatus, requests: Mapping[str, Request]
     ) -> list[BatchResult]:
-        return [self._result(line, requests) for line in await self.output_lines(status)]
+        found: list[BatchResult] = []
+        for line in await self.output_lines(status):
+            if isinstance(line, Unreadable):
+                found.append(unreadable_result(self.provider.name, line))
+            else:
+                found.append(self._result(line, requests))
+        return found
 
-    async def output_lines(self, status: BatchStatus) -> list[dict[str, Any]]:
+    async def output_lines(self, status: BatchStatus) -> list[dict[str, Any] | Unreadable]:
         """The lines of a finished batch's output and error files, as the vendor wrote them
-        (the Batch output format), the key and URL credentials redacted."""
-        found: list[dict[str, Any]] = []
+        (the Batch output format), the key and URL credentials redacted; streamed, each line
+        at most --max-response-bytes, and one that is no JSON object (or too deep) an
+        `Unreadable` in its place."""
+        found: list[dict[str, Any] | Unreadable] = []
+        cap = self.provider._connection.max_response_bytes
         for file_id in (status.output, status.errors):
             if file_id is None:
                 continue
             with self._translate():
-                content = await self._client.files.content(file_id)
-            for raw in content.read().splitlines():
-                if raw.strip():
-                    found.append(redact_json(orjson.loads(raw), self._secrets))
+                async with self._client.files.with_streaming_response.content(file_id) as body:
+                    async for line in served_lines(body.iter_bytes(), cap):
+                        if isinstance(line, Unreadable):
+                            found.append(line)
+                        else:
+                            found.append(redact_json(line, self._secrets))
         return found
 
     async def aclose(self) -> None:
@@ -181,7 +193,33 @@ class OpenAIBatchAPI(BatchAPI):
         )
 
 
-def _status(batch: Any) -> BatchStatus:
+def redacted_ids(status: BatchStatus, secrets: Sequence[str]) -> BatchStatus:
+    """`status` with the ids (and the message) its server chose passed through the redactor:
+    a server that echoes the key into an id must not have it journaled, logged or printed."""
+    output = None if status.output is None else redact(status.output, secrets)
+    errors = None if status.errors is None else redact(status.errors, secrets)
+    return dataclasses.replace(
+        status,
+        id=redact(status.id, secrets),
+        output=output,
+        errors=errors,
+        message=redact(status.message, secrets),
+    )
+
+
+def unreadable_result(who: str, line: Unreadable) -> BatchResult:
+    """The result standing for a results line that is no JSON object: it answers no request
+    (no custom id), and the engine counts it as unreadable."""
+    error = Transient(f"{who} batch: results line {line.line}: {line.why}")
+    return BatchResult("", None, error, "unreadable")
+
+
+def _status(batch: Any, secrets: Sequence[str]) -> BatchStatus:
+    """The vendor's batch in the engine's terms, the ids it chose redacted."""
+    return redacted_ids(_vendor_status(batch), secrets)
+
+
+def _vendor_status(batch: Any) -> BatchStatus:
     counts = batch.request_counts
     errors = batch.errors.data if batch.errors is not None and batch.errors.data else []
     message = "; ".join(f"{e.code}: {e.message} (line {e.line})" for e in errors)

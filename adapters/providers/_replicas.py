@@ -15,13 +15,19 @@ global one (--concurrency, --rpm, --tpm over all replicas); each replica also ha
   a replica that is up. A replica down is probed again after `probe_s`, doubling per failed probe
   up to `probe_max_s`: one request goes to it, and an answer brings it back. When every replica
   is down, requests go to the one due for a probe soonest rather than fail unsent.
-- Other failures (a 5xx, a bad request, a Fatal) pass through as they are: they say nothing of
-  whether the replica is there.
+- Draining by error rate: a replica that answers, but with server errors (a 5xx: a Transient
+  that is no transport failure), is drained the same way once more than `max_error_rate` of its
+  last `error_window` outcomes (at least half a window of them) were such errors; a probe that
+  gets one keeps it down. Without this, a replica failing fast holds the fewest requests in
+  flight and so takes most of the traffic, and its requests' retries run out.
+- Other failures (a bad request, a Fatal) pass through as they are, and count as answers: they
+  are the request's fault, or the run's, not the replica's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import itertools
 import logging
@@ -72,6 +78,9 @@ class Replica:
     down_until: float | None = None  # monotonic time of its next probe, while it is down
     downs: int = 0  # failed probes in a row (the probe's backoff)
     probing: bool = False
+    # Its latest outcomes, True for a server error (the error rate's window).
+    recent: collections.deque[bool] = dataclasses.field(default_factory=collections.deque)
+    errors: int = 0  # server errors, in all
 
     @property
     def url(self) -> str:
@@ -94,15 +103,29 @@ class ReplicasProvider(Provider):
         max_failures: int = 3,
         probe_s: float = 1.0,
         probe_max_s: float = 30.0,
+        error_window: int = 20,
+        max_error_rate: float = 0.5,
     ) -> None:
         if len(providers) < 2:
             raise ConfigError("--base-url: replicas need at least two servers")
         if max_failures < 1:
             raise ConfigError(f"max_failures must be >= 1, got {max_failures!r}")
+        if error_window < 2 or not 0 <= max_error_rate < 1:
+            raise ConfigError(
+                f"error_window must be >= 2 and max_error_rate in [0, 1), got {error_window!r} "
+                f"and {max_error_rate!r}"
+            )
         first = providers[0]
         self.name = first.name
         self.model = first.model
-        self.replicas = [Replica(p, Limiter(max_concurrency=max_concurrency)) for p in providers]
+        self.replicas = [
+            Replica(
+                p,
+                Limiter(max_concurrency=max_concurrency),
+                recent=collections.deque(maxlen=error_window),
+            )
+            for p in providers
+        ]
         urls = [r.url for r in self.replicas]
         if len(set(urls)) != len(urls):
             raise ConfigError(f"--base-url: the same server given twice: {', '.join(urls)}")
@@ -111,6 +134,7 @@ class ReplicasProvider(Provider):
         self.max_failures = max_failures
         self.probe_s = probe_s
         self.probe_max_s = probe_max_s
+        self.max_error_rate = max_error_rate
         self._turn = itertools.count()
 
     def __repr__(self) -> str:
@@ -145,6 +169,8 @@ class ReplicasProvider(Provider):
             except Transient as exc:
                 if isinstance(exc.__cause__, _GONE):
                     self._failed(replica, exc)
+                else:
+                    self._erred(replica, exc)
                 raise
             except ProviderError:
                 self._answered(replica)
@@ -173,6 +199,7 @@ class ReplicasProvider(Provider):
     def _answered(self, replica: Replica) -> None:
         replica.answered += 1
         replica.failures = 0
+        replica.recent.append(False)
         if replica.down:
             log.warning("%s: replica %s answers again", self.name, replica.url)
             replica.down_until = None
@@ -182,17 +209,35 @@ class ReplicasProvider(Provider):
         replica.failures += 1
         if replica.failures < self.max_failures and not replica.down:
             return
+        self._drain(replica, f"{replica.failures} failures in a row ({exc})")
+
+    def _erred(self, replica: Replica, exc: BaseException) -> None:
+        """A server error: the replica answered, badly; drained once its error rate passes
+        `max_error_rate` (a probe's error keeps it down)."""
+        replica.errors += 1
+        if replica.down:
+            self._drain(replica, f"a server error ({exc})")
+            return
+        replica.recent.append(True)
+        seen, errors = len(replica.recent), sum(replica.recent)
+        maxlen = replica.recent.maxlen or seen
+        if 2 * seen >= maxlen and errors > self.max_error_rate * seen:
+            # Judged afresh when it comes back: its old outcomes would drain it at once.
+            replica.recent.clear()
+            self._drain(replica, f"{errors} server errors in its last {seen} answers ({exc})")
+
+    def _drain(self, replica: Replica, why: str) -> None:
+        """Marks `replica` down (its requests go to the others) until its next probe."""
         if replica.down_until is not None and replica.down_until > time.monotonic():
             return  # a request sent before it went down: not a probe
         wait = min(self.probe_max_s, self.probe_s * 2**replica.downs)
         if not replica.down:
             log.warning(
-                "%s: replica %s is down after %d failures in a row (%s); its requests go to "
-                "the others, and it is probed again in %gs",
+                "%s: replica %s is down after %s; its requests go to the others, and it is "
+                "probed again in %gs",
                 self.name,
                 replica.url,
-                replica.failures,
-                exc,
+                why,
                 wait,
             )
         replica.downs += 1
@@ -205,6 +250,7 @@ class ReplicasProvider(Provider):
                 "url": r.url,
                 "sent": r.sent,
                 "answered": r.answered,
+                "server_errors": r.errors,
                 "in_flight": r.in_flight,
                 "max_in_flight": r.max_in_flight,
                 "down": r.down,

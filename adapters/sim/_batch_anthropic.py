@@ -37,7 +37,7 @@ import orjson
 from aiohttp import web
 
 from ttc.adapters.sim._batch_store import BatchRecord, BatchStats
-from ttc.adapters.sim._wire import JSON, Invalid
+from ttc.adapters.sim._wire import JSON, Invalid, read_body
 from ttc.adapters.sim._wire_anthropic import ANTHROPIC
 
 __all__ = ["MAX_BYTES", "MAX_REQUESTS", "AnthropicBatches", "route_name"]
@@ -93,17 +93,19 @@ class AnthropicBatches:
         seed: int,
         stats: BatchStats,
         answer: Answer,
+        limit: int = MAX_BYTES,
     ) -> None:
         self.delay_s, self.fail, self.expire, self.seed = delay_s, fail, expire, seed
         self.stats = stats
         self.jobs: dict[str, _Job] = {}
         self._answer = answer
+        self.limit = limit  # --max-body-mb
 
     async def handle(self, name: str, request: web.BaseRequest) -> web.Response:
         """The reply of the route `name` (raises Invalid for a bad request)."""
         origin = f"{request.scheme}://{request.host}"
         if name == "anthropic.batches.create":
-            raw = await request.read()
+            raw = await read_body(request, self.limit)
             if len(raw) > MAX_BYTES:
                 return _error(413, f"a Message Batch is at most {MAX_BYTES:,} bytes")
             return _json(self._object(self.create(_body(raw)), origin))

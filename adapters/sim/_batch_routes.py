@@ -22,7 +22,7 @@ from ttc.adapters.sim._batch_anthropic import AnthropicBatches, route_name
 from ttc.adapters.sim._batch_gemini import GeminiBatches
 from ttc.adapters.sim._batch_openai import OpenAIBatches
 from ttc.adapters.sim._options import ServeOptions
-from ttc.adapters.sim._wire import JSON, Invalid, Route
+from ttc.adapters.sim._wire import JSON, Invalid, Route, TooLarge, read_body
 from ttc.adapters.sim._wire_anthropic import ANTHROPIC
 from ttc.adapters.sim._wire_gemini import GEMINI
 from ttc.adapters.sim._wire_openai import OPENAI
@@ -45,6 +45,8 @@ class BatchRoutes:
     downloads (`_batch_gemini_files`), answered by the server's sim model."""
 
     def __init__(self, options: ServeOptions, answerer: Answerer) -> None:
+        # --max-body-mb: every body these routes read (uploads, inline batches) is capped.
+        self.limit = round(options.max_body_mb * 1e6)
         self.openai = OpenAIBatches(
             options.batch_delay, options.batch_fail, options.batch_expire, options.seed
         )
@@ -59,6 +61,7 @@ class BatchRoutes:
             options.seed,
             self.stats,
             self.answer_anthropic,
+            self.limit,
         )
         self._answerer = answerer
         # The prompts the batches' requests carried (warm-up, adaptive, unknown), apart.
@@ -72,7 +75,9 @@ class BatchRoutes:
     def reset(self) -> None:
         """Zeroes the counters (the files and batches stay)."""
         self.stats.reset()
-        self._prompts.prompts.clear()
+        # Its own reset, which keeps every counter's key: clearing them made the next batch
+        # request that counted a prompt fail (a KeyError, a 500 on every poll).
+        self._prompts.reset()
 
     async def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """One batch line's body, answered as the synchronous route answers it."""
@@ -116,14 +121,14 @@ class BatchRoutes:
             try:
                 return await self.anthropic.handle(name, request)
             except Invalid as exc:
-                return _reply(400, ANTHROPIC.error(400, str(exc)))
+                return _reply(exc.status, ANTHROPIC.error(exc.status, str(exc)))
         wire = GEMINI if name.startswith("gemini.") else OPENAI
         try:
             if wire is GEMINI:
                 return await self._gemini(name, request)
             return await self._dispatch(name, request)
         except Invalid as exc:
-            return _reply(400, wire.error(400, str(exc)))
+            return _reply(exc.status, wire.error(exc.status, str(exc)))
 
     async def _gemini(self, name: str, request: web.BaseRequest) -> web.Response:
         store, answer = self.gemini, self.answer_gemini
@@ -137,9 +142,9 @@ class BatchRoutes:
             return web.Response(body=stored.data, content_type="application/octet-stream")
         if name == "gemini.batches.create":
             found = _G_CREATE.match(request.path)
-            raw = await _read(request)
+            raw = await read_body(request, self.limit)
             model = found.group(1) if found else ""
-            return _json(store.create(model, await _body(request, raw), len(raw)))
+            return _json(store.create(model, _body(raw), len(raw)))
         if name == "gemini.batches.list":
             size = _limit(request.query.get("pageSize", "50"), 1000)
             return _json(await store.listing(size, request.query.get("pageToken", ""), answer))
@@ -162,7 +167,11 @@ class BatchRoutes:
             if command != "start":
                 raise Invalid("X-Goog-Upload-Command: a new upload must `start`")
             size = headers.get("X-Goog-Upload-Header-Content-Length")
-            upload_id = files.start(await _body(request), size)
+            if size is not None and size.isdigit() and int(size) > self.limit:
+                raise TooLarge(
+                    f"the file is {int(size):,} bytes; this server takes at most {self.limit:,}"
+                )
+            upload_id = files.start(_body(await read_body(request, self.limit)), size)
             url = request.url.with_query({"upload_id": upload_id})
             return _reply(
                 200, b"{}", {"X-Goog-Upload-URL": str(url), "X-Goog-Upload-Status": "active"}
@@ -172,7 +181,9 @@ class BatchRoutes:
         offset = headers.get("X-Goog-Upload-Offset", "0")
         if not offset.isdigit():
             raise Invalid(f"X-Goog-Upload-Offset: expected an integer, got {offset!r}")
-        stored = files.chunk(upload_id, await _read(request), int(offset), "finalize" in command)
+        # The whole file is capped, not only each chunk: the chunks add up in memory.
+        data = await read_body(request, max(0, self.limit - int(offset)))
+        stored = files.chunk(upload_id, data, int(offset), "finalize" in command)
         if stored is None:
             return _reply(200, b"", {"X-Goog-Upload-Status": "active"})
         self.stats.files += 1
@@ -193,7 +204,7 @@ class BatchRoutes:
                 return web.Response(body=stored.data, content_type="application/octet-stream")
             return _json(stored.as_object())
         if name == "openai.batches.create":
-            return _json(store.create(await _body(request)))
+            return _json(store.create(_body(await read_body(request, self.limit))))
         if name == "openai.batches.list":
             after = request.query.get("after")
             limit = _limit(request.query.get("limit", "20"))
@@ -208,7 +219,7 @@ class BatchRoutes:
 
     async def _upload(self, request: web.BaseRequest) -> dict[str, Any]:
         try:
-            data, filename, purpose = await _form(request)
+            data, filename, purpose = await _form(request, self.limit)
         except (AssertionError, ValueError, KeyError) as exc:
             raise Invalid(f"the body must be multipart/form-data ({exc})") from None
         if data is None:
@@ -218,18 +229,29 @@ class BatchRoutes:
         return self.openai.upload(data, filename, purpose)
 
 
-async def _form(request: web.BaseRequest) -> tuple[bytes | None, str, str | None]:
+async def _form(request: web.BaseRequest, limit: int) -> tuple[bytes | None, str, str | None]:
     """A multipart upload's file (its bytes and name) and purpose, read part by part: a batch's
-    file may be far over aiohttp's 1 MB limit of `request.post()`."""
+    file may be far over aiohttp's 1 MB limit of `request.post()`, but not over `limit` (the
+    parts together: TooLarge as soon as they pass it)."""
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise TooLarge(f"the body is {declared:,} bytes; this server takes at most {limit:,}")
     data, filename, purpose = None, "", None
+    size = 0
     reader = MultipartReader(request.headers, request.content)
     while (part := await reader.next()) is not None:
         if not isinstance(part, BodyPartReader):
             continue
+        chunks: list[bytes] = []
+        while chunk := await part.read_chunk():
+            size += len(chunk)
+            if size > limit:
+                raise TooLarge(f"the body is over {limit:,} bytes, the most this server takes")
+            chunks.append(chunk)
         if part.name == "file":
-            data, filename = bytes(await part.read(decode=False)), part.filename or ""
+            data, filename = b"".join(chunks), part.filename or ""
         elif part.name == "purpose":
-            purpose = await part.text()
+            purpose = b"".join(chunks).decode(part.get_charset("utf-8"))
     return data, filename, purpose
 
 
@@ -281,15 +303,11 @@ def _limit(raw: str, most: int = 100) -> int:
     return value
 
 
-async def _read(request: web.BaseRequest) -> bytes:
-    """The whole body, past aiohttp's 1 MB limit of `request.read()`: the Batch APIs take inline
-    batches of up to 20 MB and files far larger."""
-    return await request.content.read()
-
-
-async def _body(request: web.BaseRequest, raw: bytes | None = None) -> dict[str, Any]:
+def _body(raw: bytes) -> dict[str, Any]:
+    """A JSON object body (read by `read_body`: past aiohttp's 1 MB limit of `request.read()`,
+    as the Batch APIs take inline batches of up to 20 MB and files far larger)."""
     try:
-        body = orjson.loads(await _read(request) if raw is None else raw)
+        body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise Invalid(f"the body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):

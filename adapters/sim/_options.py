@@ -43,6 +43,7 @@ class ServeOptions:
     batch_delay: float = 3.0
     batch_fail: float = 0.0
     batch_expire: float = 0.0
+    max_body_mb: float = 256.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -76,6 +77,8 @@ class ServeOptions:
         for name in ("latency", "latency_sigma", "sim_thinking", "batch_delay"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{_flag(name)}: must be >= 0, got {getattr(self, name)}")
+        if self.max_body_mb <= 0:
+            raise ConfigError(f"--max-body-mb: must be > 0, got {self.max_body_mb}")
 
     def fault(self, kind: str) -> float:
         """The probability of fault `kind` (one of FAULTS)."""
@@ -104,6 +107,7 @@ _HELP = {
     "batch_delay": "seconds from a batch's creation until it completes (Batch APIs)",
     "batch_fail": "probability that a request fails inside a batch",
     "batch_expire": "probability that a batch expires with part of its work done",
+    "max_body_mb": "the largest request body or upload in MB (10^6 bytes; larger: 413)",
 }
 
 

@@ -55,7 +55,16 @@ from ttc.adapters.sim._options import (
     add_serve_arguments,
     options_from_args,
 )
-from ttc.adapters.sim._wire import JSON, SERVER_ERRORS, Call, Invalid, Route, Wire, estimate_tokens
+from ttc.adapters.sim._wire import (
+    JSON,
+    SERVER_ERRORS,
+    Call,
+    Invalid,
+    Route,
+    Wire,
+    estimate_tokens,
+    read_body,
+)
 from ttc.adapters.sim._wire_anthropic import ANTHROPIC, OVERLOADED, anthropic_headers
 from ttc.adapters.sim._wire_azure import AZURE
 from ttc.adapters.sim._wire_gemini import GEMINI
@@ -139,7 +148,7 @@ class _Server:
         return web.Response(body=body, status=status, headers=headers, content_type=JSON)
 
     async def _json(self, request: web.BaseRequest) -> dict[str, Any]:
-        raw = await request.content.read()
+        raw = await read_body(request, self.batch.limit)  # --max-body-mb, as the batch routes'
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -169,7 +178,7 @@ class _Server:
         try:
             call = wire.parse(await self._json(request), route)
         except Invalid as exc:
-            return self._reply(400, wire.error(400, str(exc)))
+            return self._reply(exc.status, wire.error(exc.status, str(exc)))
         refusal = self.gate.admit()
         if refusal is not None:
             return self._refuse(wire, refusal)
@@ -254,7 +263,7 @@ class _Server:
             if call.dims is not None and call.dims > limit:
                 raise Invalid(f"dimensions: at most {limit}, got {call.dims}")
         except Invalid as exc:
-            return self._reply(400, wire.error(400, str(exc)))
+            return self._reply(exc.status, wire.error(exc.status, str(exc)))
         refusal = self.gate.admit()
         if refusal is not None:
             return self._refuse(wire, refusal)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+from aiohttp import web
 
 from ttc.adapters.sim._admission import Refusal
 from ttc.engine import Completion, Message, Sampling
@@ -25,12 +26,14 @@ __all__ = [
     "EmbedCall",
     "Invalid",
     "Route",
+    "TooLarge",
     "Vectors",
     "Wire",
     "count",
     "estimate_tokens",
     "integer",
     "number",
+    "read_body",
     "string",
 ]
 
@@ -46,6 +49,30 @@ SERVER_ERRORS = {
 
 class Invalid(Exception):
     """A request the API would reject with 400."""
+
+    status = 400
+
+
+class TooLarge(Invalid):
+    """A body over the server's --max-body-mb: 413, refused before it is held whole."""
+
+    status = 413
+
+
+async def read_body(request: web.BaseRequest, limit: int) -> bytes:
+    """The whole body of `request`, at most `limit` bytes (TooLarge past it, checked against the
+    declared length first and then as it arrives: a chunked body declares none)."""
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise TooLarge(f"the body is {declared:,} bytes; this server takes at most {limit:,}")
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await request.content.read(1 << 20):
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(f"the body is over {limit:,} bytes, the most this server takes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 @dataclass(frozen=True, slots=True)

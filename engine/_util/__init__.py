@@ -1,6 +1,8 @@
-"""Private helpers every layer may import: file readers with FILE:LINE errors, redaction of
-secrets, the bounded worker pool and work kept off the event loop."""
+"""Private helpers every layer may import: file readers with FILE:LINE errors, writers that
+never follow a link, redaction of secrets, the bounded worker pool and work kept off the event
+loop."""
 
+from ttc.engine._util._nofollow import open_fd, open_file, temp_file
 from ttc.engine._util._records import parse_json, read_bytes, read_json, read_jsonl
 from ttc.engine._util._secrets import (
     REDACTED,
@@ -14,11 +16,15 @@ from ttc.engine._util._secrets import (
     url_credentials,
     withheld,
 )
+from ttc.engine._util._served_lines import Unreadable, served_lines, served_lines_of
 
 __all__ = [
     "REDACTED",
     "URL_REDACTED",
+    "Unreadable",
     "basic_token",
+    "open_fd",
+    "open_file",
     "parse_json",
     "read_bytes",
     "read_json",
@@ -28,6 +34,9 @@ __all__ = [
     "redact_json",
     "redact_parsed",
     "redact_url",
+    "served_lines",
+    "served_lines_of",
+    "temp_file",
     "url_credentials",
     "withheld",
 ]

@@ -21,6 +21,7 @@ from typing import Any
 from ttc.engine import ConfigError
 from ttc.engine._util import redact_argv
 from ttc.engine.cli._batchio import journal_path
+from ttc.engine.cli._batchmode import add_batch_deadline
 from ttc.engine.cli._batchsend import (
     BatchProgress,
     BatchSummary,
@@ -86,6 +87,7 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--batch-poll", type=positive_float, default=2.0, help="seconds before the first poll"
     )
+    add_batch_deadline(g)
 
 
 async def cmd_batch(args: argparse.Namespace) -> int:

@@ -19,14 +19,17 @@ import asyncio
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import orjson
 
 from ttc.engine import ConfigError, ProviderError
+from ttc.engine._util import Unreadable
+from ttc.engine._util._nofollow import open_file, temp_file
 from ttc.engine._util._records import json_object, read_lines
 from ttc.engine.cli._batchio import BatchJob, InputScan, iter_jobs, scan_input
 from ttc.engine.journal import encode
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["via_batch_api"]
 
+EXIT_DEADLINE = 3  # as `ttc run` stopped by a limit: resumable
 MAX_REQUESTS = 50_000
 MAX_BYTES = 200 * 1024 * 1024
 _UNDONE = {"expired": "batch_expired", "cancelled": "batch_cancelled", "failed": "batch_failed"}
@@ -110,7 +114,7 @@ class _Journal:
     def write(self, fact: Fact) -> None:
         line = encode(fact)
         line["at"] = round(time.time(), 3)
-        with self.path.open("ab") as out:
+        with open_file(self.path, "ab") as out:
             out.write(orjson.dumps(line) + b"\n")
             out.flush()
             os.fsync(out.fileno())
@@ -160,14 +164,26 @@ async def _submit(api: OpenAIBatchAPI, journal: _Journal, part: _Part, tag: str)
     journal.write(PartCreated(part.number, status.id))
 
 
+class _Overdue(Exception):
+    """--batch-deadline passed with a batch not ended (its message says which)."""
+
+
 async def _wait(
     api: OpenAIBatchAPI, parts: list[_Part], first_s: float, say: Callable[[str], None]
 ) -> dict[int, Any]:
-    """Polls every part's batch until each has ended; the final statuses by part."""
+    """Polls every part's batch until each has ended; the final statuses by part. _Overdue once
+    `api.deadline_s` has passed (a server may keep a batch in progress forever)."""
     done: dict[int, Any] = {}
     delay, started, errors = first_s, time.monotonic(), 0
     seen: dict[int, str] = {}
     while len(done) < len(parts):
+        if time.monotonic() - started > api.deadline_s:
+            late = next(p for p in parts if p.number not in done)
+            raise _Overdue(
+                f"batch {late.batch_id} is still {seen.get(late.number, 'not ended')} after "
+                f"{(time.monotonic() - started) / 3600:.1f} h (--batch-deadline "
+                f"{api.deadline_s:g} s)"
+            )
         await asyncio.sleep(delay)
         delay = min(60.0, delay * 1.5)
         for part in parts:
@@ -194,6 +210,27 @@ async def _wait(
     return done
 
 
+def _keep(
+    lines: dict[str, dict[str, Any]],
+    held: set[str],
+    output: list[dict[str, Any] | Unreadable],
+    refused: Counter[str],
+) -> None:
+    """Adds a part's output lines to `lines` by custom id. What the server sent is input: a
+    line that is no JSON object, one for an id the part never sent, and a second one for an
+    id are counted in `refused` and left out."""
+    for line in output:
+        cid = None if isinstance(line, Unreadable) else str(line.get("custom_id"))
+        if cid is None:
+            refused["unreadable lines"] += 1
+        elif cid not in held:
+            refused["for ids never sent"] += 1
+        elif cid in lines:
+            refused["repeated ids"] += 1
+        else:
+            lines[cid] = cast(dict[str, Any], line)
+
+
 async def via_batch_api(args: argparse.Namespace, provider: OpenAIProvider) -> int:
     """Submits the input through the Batch API; writes OUT. 0 written; 130 interrupted."""
     from ttc.adapters.providers import OpenAIBatchAPI
@@ -208,6 +245,7 @@ async def via_batch_api(args: argparse.Namespace, provider: OpenAIProvider) -> i
             print(f"ttc batch: {text}", file=sys.stderr, flush=True)
 
     api = OpenAIBatchAPI(provider, poll_s=(args.batch_poll, 60.0))
+    api.deadline_s = args.batch_deadline
     started = time.monotonic()
     try:
         parts = _parts(jobs, args.model)
@@ -217,12 +255,16 @@ async def via_batch_api(args: argparse.Namespace, provider: OpenAIProvider) -> i
                 f"part {part.number + 1}/{len(parts)}: batch {part.batch_id} "
                 f"({len(part.ids):,} requests)"
             )
-        statuses = await _wait(api, parts, args.batch_poll, say)
+        try:
+            statuses = await _wait(api, parts, args.batch_poll, say)
+        except _Overdue as late:
+            print(f"ttc batch: stopped: {late}; the same command polls it again", file=sys.stderr)
+            return EXIT_DEADLINE
         lines: dict[str, dict[str, Any]] = {}
+        refused: Counter[str] = Counter()
         for part in parts:
             status = statuses[part.number]
-            for line in await api.output_lines(status):
-                lines[str(line.get("custom_id"))] = line
+            _keep(lines, set(part.ids), await api.output_lines(status), refused)
             for cid in part.ids:
                 if cid not in lines:
                     code = _UNDONE.get(status.status, "batch_incomplete")
@@ -237,8 +279,15 @@ async def via_batch_api(args: argparse.Namespace, provider: OpenAIProvider) -> i
                     }
     finally:
         await api.aclose()
+    if refused:
+        print(
+            f"ttc batch: {sum(refused.values()):,} results refused "
+            f"({', '.join(f'{n:,} {what}' for what, n in refused.items())}); the others are kept",
+            file=sys.stderr,
+        )
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_bytes(b"".join(orjson.dumps(lines[job.custom_id]) + b"\n" for job in jobs))
+    with temp_file(tmp) as sink:
+        sink.write(b"".join(orjson.dumps(lines[job.custom_id]) + b"\n" for job in jobs))
     tmp.replace(out)
     answered = sum(1 for x in lines.values() if (x.get("response") or {}).get("status_code") == 200)
     print(

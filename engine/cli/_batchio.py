@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import orjson
 
 from ttc.engine import ConfigError, DataError
+from ttc.engine._util._nofollow import open_file, temp_file
 from ttc.engine._util._records import json_object, parse_json, read_lines, unreadable
 from ttc.engine.journal import Journal
 from ttc.engine.journal._codec import Codec, event, spec
@@ -187,7 +188,7 @@ class BatchJournal:
                     raise DataError(f"{self.path}:{lineno}: corrupt journal line ({e!r})") from None
                 offset += len(raw)
         if offset != self.path.stat().st_size:
-            with self.path.open("r+b") as torn:
+            with open_file(self.path, "r+b") as torn:
                 torn.truncate(offset)
         self.replayed = sum(self.final)
 
@@ -275,7 +276,7 @@ def tally(journal: BatchJournal, output: Path | None) -> tuple[Counter[str], int
     counts: Counter[str] = Counter()
     tokens = 0
     tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp") if output is not None else None
-    sink = tmp.open("wb") if tmp is not None else None
+    sink = temp_file(tmp) if tmp is not None else None
     try:
         for out in journal.results():
             counts[outcome_key(out)] += 1

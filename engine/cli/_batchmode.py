@@ -7,11 +7,20 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from ttc.engine import ConfigError, Provider
+from ttc.engine import BatchAPI, ConfigError, Provider
 from ttc.engine.cli._usage import positive_float
 from ttc.engine.send._prices import Price, flex_price_for, parse_batch_discount, price_for
 
-__all__ = ["BatchSpec", "add_batch_flags", "attach_batch", "batch_price", "batch_spec"]
+DEADLINE_S = 24 * 3600.0
+
+__all__ = [
+    "BatchSpec",
+    "add_batch_deadline",
+    "add_batch_flags",
+    "attach_batch",
+    "batch_price",
+    "batch_spec",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +33,8 @@ class BatchSpec:
     discount: float | None = None
     # The first wait between polls (it grows by half each poll, up to a minute).
     poll_s: float = 2.0
+    # --batch-deadline: how long a batch is waited for before the run stops (resumable).
+    deadline_s: float = DEADLINE_S
 
 
 def add_batch_flags(p: argparse.ArgumentParser) -> None:
@@ -54,6 +65,33 @@ def add_batch_flags(p: argparse.ArgumentParser) -> None:
         default=2.0,
         help="seconds before a batch's first poll; each wait is half again as long, up to 60",
     )
+    add_batch_deadline(g)
+
+
+def add_batch_deadline(g: argparse._ArgumentGroup) -> None:
+    """--batch-deadline, of `ttc run --batch` and `ttc batch --via-batch-api`."""
+    g.add_argument(
+        "--batch-deadline",
+        type=duration,
+        default="24h",  # a string default goes through `duration` too
+        metavar="TIME",
+        help="how long to wait for a batch (e.g. 90m, 24h; a number alone: seconds) before "
+        "stopping, resumable: a server may keep one in progress forever (default: 24h, the "
+        "vendors' own window)",
+    )
+
+
+def duration(text: str) -> float:
+    """A --batch-deadline: seconds, or a number with a unit s, m or h."""
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    unit = units.get(text[-1:].lower()) if text else None
+    try:
+        value = float(text[:-1] if unit else text) * (unit or 1.0)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a time such as 90m or 24h, got {text!r}")
+    return value
 
 
 def _discount(text: str) -> float:
@@ -72,7 +110,7 @@ def batch_spec(args: argparse.Namespace) -> BatchSpec | None:
             "--hedge: batch mode never sends a request twice (a batch has no stragglers to "
             "copy); drop --hedge or --batch"
         )
-    return BatchSpec(args.batch_fallback, args.batch_discount, args.batch_poll)
+    return BatchSpec(args.batch_fallback, args.batch_discount, args.batch_poll, args.batch_deadline)
 
 
 def attach_batch(provider: Provider, spec: BatchSpec) -> None:
@@ -93,17 +131,20 @@ def attach_batch(provider: Provider, spec: BatchSpec) -> None:
             "--batch: Azure OpenAI's Batch API is not supported; run without "
             "--batch, or use --provider openai, gemini or anthropic"
         )
+    api: BatchAPI
     if isinstance(provider, OpenAIProvider):
-        provider.batch = OpenAIBatchAPI(provider, fallback_sync=sync, poll_s=poll)
+        api = OpenAIBatchAPI(provider, fallback_sync=sync, poll_s=poll)
     elif isinstance(provider, GeminiProvider):
-        provider.batch = GeminiBatchAPI(provider, fallback_sync=sync, poll_s=poll)
+        api = GeminiBatchAPI(provider, fallback_sync=sync, poll_s=poll)
     elif isinstance(provider, AnthropicProvider):
-        provider.batch = AnthropicBatchAPI(provider, fallback_sync=sync, poll_s=poll)
+        api = AnthropicBatchAPI(provider, fallback_sync=sync, poll_s=poll)
     else:
         raise ConfigError(
             f"--batch: the {provider.name} provider has no Batch API; use --provider openai, "
             "gemini or anthropic (a rehearsal: `ttc serve`, then --provider openai --base-url URL)"
         )
+    api.deadline_s = spec.deadline_s
+    provider.batch = api
 
 
 def batch_price(price: Price | None, model: str, spec: BatchSpec | None) -> Price | None:

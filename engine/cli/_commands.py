@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import logging
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +41,7 @@ from ttc.engine.contract._state import RunState
 from ttc.engine.contract._types import Item, Suite
 from ttc.engine.journal._journal import read_journal
 from ttc.engine.journal._lock import LOCK_NAME, RunLock
-from ttc.engine.journal._rundir import RunDir, round_row
+from ttc.engine.journal._rundir import RunDir, round_row, write_atomic
 from ttc.engine.report._plots import plot_coverage
 from ttc.engine.report._tables import compare_table, round_table
 from ttc.engine.run._engine import Engine
@@ -219,7 +220,7 @@ async def _compare(
 ) -> int:
     if not spec.resume:  # a resume goes on with the command line that made the comparison
         invocation = {"argv": redact_argv(spec.argv), "cwd": os.getcwd(), "protocol": spec.protocol}
-        (out / "invocation.json").write_bytes(orjson.dumps(invocation))
+        write_atomic(out / "invocation.json", orjson.dumps(invocation))
     runs: dict[str, list[dict[str, Any]]] = {}
     simulated = False
     # elim runs first; its warm-up samples are then shared with every other method, which
@@ -253,9 +254,10 @@ async def _compare(
     plot_coverage(runs, out / "coverage_vs_tokens.png", title)
     protocol = protocol_line(spec, stored_config(out / "unif").get("match_tokens"))
     note = f"note: {SIM_NOTE}\n" if simulated else ""
-    (out / "compare.txt").write_text(f"{protocol}\n{table}\n{note}")
-    (out / "compare.json").write_bytes(
-        orjson.dumps({"runs": runs, "simulated": simulated, "protocol": protocol})
+    write_atomic(out / "compare.txt", f"{protocol}\n{table}\n{note}".encode())
+    write_atomic(
+        out / "compare.json",
+        orjson.dumps({"runs": runs, "simulated": simulated, "protocol": protocol}),
     )
     print(protocol)
     print(table)
@@ -293,7 +295,7 @@ def share_warmup(src: Path, dst: Path, warmup_rounds: int) -> bool:
     if not lines:
         return False
     dst.parent.mkdir(parents=True, exist_ok=True)
-    dst.write_bytes(b"".join(line + b"\n" for line in lines))
+    write_atomic(dst, b"".join(line + b"\n" for line in lines))
     return True
 
 
@@ -313,7 +315,7 @@ def resume_argv(run_dir: Path, extra: Sequence[str]) -> tuple[list[str], str]:
                 cwd = str(invocation.get("cwd") or os.getcwd())
                 # --base-url may be repeated (replicas): given again, it replaces the run's.
                 for flag in REPEATABLE:
-                    if any(a == flag or a.startswith(flag + "=") for a in extra):
+                    if without_flag(list(extra), flag) != list(extra):
                         argv = without_flag(argv, flag)
                 return [*argv, *extra, "--resume", "--out", str(run_dir.resolve())], cwd
     raise DataError(f"{run_dir}: not a run directory made by `ttc run` or `ttc compare`")
@@ -321,17 +323,73 @@ def resume_argv(run_dir: Path, extra: Sequence[str]) -> tuple[list[str], str]:
 
 REPEATABLE = ("--base-url",)  # flags that append: on resume, the new ones replace the old
 
+# Where a resumed run sends its requests and its key, and where it verifies (by parsed name: a
+# flag may be abbreviated): from the command line, or from the run's stored command line only
+# when the directory is this user's (`not_yours`).
+SENT_TO = {
+    "base_url": "--base-url URL",
+    "api_key_env": "--api-key-env NAME",
+    "embed_base_url": "--embed-base-url URL",
+    "ray_address": "--ray-address ADDRESS",
+}
+
+
+def not_yours(run_dir: Path) -> str | None:
+    """Why the command line stored in `run_dir` may be a stranger's (the directory, config.json
+    or invocation.json owned by another user, writable by others, or a link), or None."""
+    uid, gid = os.geteuid(), os.getegid()
+    for path in (run_dir, run_dir / "config.json", run_dir / "invocation.json"):
+        try:
+            info = path.stat() if path == run_dir else path.lstat()
+        except OSError:
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            return f"{path} is a symbolic link"
+        if info.st_uid != uid:
+            return f"{path} is owned by uid {info.st_uid}, not by you (uid {uid})"
+        if info.st_mode & stat.S_IWOTH or (info.st_mode & stat.S_IWGRP and info.st_gid != gid):
+            return f"{path} is writable by others"
+    return None
+
+
+def untrusted_settings(
+    run_dir: Path,
+    stored: argparse.Namespace,
+    given: argparse.Namespace,
+    defaults: argparse.Namespace,
+) -> str | None:
+    """The refusal of a resume whose stored command line names an endpoint, a key's variable or
+    an executor address that the user did not give again (`given`: the flags of `ttc resume`)
+    in a directory that is not theirs; None when there is nothing to refuse."""
+    missing = [
+        flag
+        for dest, flag in SENT_TO.items()
+        if getattr(stored, dest, None) != getattr(defaults, dest, None)
+        and getattr(given, dest, None) == getattr(defaults, dest, None)
+    ]
+    why = not_yours(run_dir) if missing else None
+    if why is None:
+        return None
+    return (
+        f"{why}: its command line may name a stranger's server, so it is not used for "
+        f"{', '.join(f.split()[0] for f in missing)}; give them: {ttc_command()} resume "
+        f"{run_dir} {' '.join(missing)}"
+    )
+
 
 def without_flag(argv: list[str], flag: str) -> list[str]:
-    """`argv` without `flag VALUE` and `flag=VALUE`."""
+    """`argv` without `flag VALUE` and `flag=VALUE`, the flag also as argparse takes it
+    abbreviated (`--base-u URL`: a stored command line may spell it so)."""
     out: list[str] = []
     skip = False
     for arg in argv:
+        name, eq, _ = arg.partition("=")
+        spelt = len(name) > 2 and name.startswith("--") and flag.startswith(name)
         if skip:
             skip = False
-        elif arg == flag:
+        elif spelt and not eq:
             skip = True
-        elif not arg.startswith(flag + "="):
+        elif not spelt:
             out.append(arg)
     return out
 

@@ -113,9 +113,16 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]] | int:
     except (ConfigError, DataError) as exc:
         print(f"ttc: error: {exc}", file=sys.stderr)
         return 2
+    parser = build_parser(command_of(argv))  # the stored run's command: run or compare
+    stored = parser.parse_args(commands.resume_argv(args.run_dir, [])[0])
+    given = parser.parse_args([argv[0], *args.extra])
+    refusal = commands.untrusted_settings(args.run_dir, stored, given, parser.parse_args([argv[0]]))
+    if refusal is not None:
+        print(f"ttc: error: {refusal}", file=sys.stderr)
+        return 2
     if Path(cwd).is_dir():
         os.chdir(cwd)
-    resumed = build_parser(command_of(argv)).parse_args(argv)
+    resumed = parser.parse_args(argv)
     withheld = commands.withheld_credential(resumed)
     if withheld is not None:
         print(

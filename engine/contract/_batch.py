@@ -68,7 +68,9 @@ class BatchAPI(abc.ABC):
     Every call raises from the engine's error tree (`RateLimited`, `Transient`, `BadRequest`,
     `Fatal`), translated in the adapter. Settings the host may change: `fallback_sync` (requests
     that failed in a batch go through the synchronous path instead of a new batch), `poll_s`
-    (the first and the longest wait between polls: the wait grows by half each poll).
+    (the first and the longest wait between polls: the wait grows by half each poll),
+    `deadline_s` (how long a batch is waited for, from when the session began waiting: past it
+    the run stops, resumable; the vendors' own window is 24 h, a server may never end one).
     """
 
     name: str = "batch"
@@ -77,6 +79,7 @@ class BatchAPI(abc.ABC):
     max_bytes: int = 200 * 1024 * 1024
     fallback_sync: bool = False
     poll_s: tuple[float, float] = (1.0, 60.0)
+    deadline_s: float = 24 * 3600.0
 
     @abc.abstractmethod
     def encode(self, custom_id: str, request: Request) -> bytes:

@@ -31,6 +31,7 @@ import threading
 import time
 from pathlib import Path
 
+from ttc.engine._util._nofollow import open_fd
 from ttc.engine.contract._errors import WriteError
 
 __all__ = ["Appender"]
@@ -80,7 +81,7 @@ class Appender:
         """Opens (creating) the file, cuts a torn last line, and starts the writer."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = open_fd(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         except OSError as exc:
             raise WriteError(self.path, exc) from exc
         try:

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from types import TracebackType
 
+from ttc.engine._util._nofollow import open_fd
 from ttc.engine._util._secrets import redact_argv
 from ttc.engine.contract._errors import ConfigError, WriteError
 
@@ -43,7 +44,7 @@ class RunLock:
         leaves a directory it refuses as it was); `announce()` does it later."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_fd(self.path, os.O_RDWR | os.O_CREAT)
         except OSError as exc:
             raise WriteError(self.path, exc) from exc
         try:

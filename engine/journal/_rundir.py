@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -23,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from ttc.engine._util._nofollow import open_file, temp_file
 from ttc.engine.contract._errors import ConfigError, WriteError
 from ttc.engine.contract._state import QuestionRecord, RoundStats, RunState
 from ttc.engine.contract._types import Item, Usage
@@ -34,7 +36,12 @@ _JSON = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 
 class _RunLog(logging.FileHandler):
     """run.log; a line it cannot write (a full disk) is dropped without a traceback on the
-    terminal: the journal's own write error, or the run's end, says what happened."""
+    terminal: the journal's own write error, or the run's end, says what happened. Opened never
+    through a link (`open_file`)."""
+
+    def _open(self) -> Any:
+        raw = open_file(Path(self.baseFilename), "ab")
+        return io.TextIOWrapper(raw, encoding=self.encoding, errors=self.errors)
 
     def handleError(self, record: logging.LogRecord) -> None:
         return None
@@ -49,7 +56,7 @@ def write_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
     is never held in memory whole); a reader sees the old file or the new, never half."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        with tmp.open("wb") as fh:
+        with temp_file(tmp) as fh:
             if isinstance(data, bytes):
                 fh.write(data)
             else:
@@ -165,7 +172,10 @@ class RunDir:
         """Send the records of the run in this context to run.log, until `detach_log` (see
         `_logs.run_logging`: other runs' lines stay out, the host's logging as it was)."""
         self.path.mkdir(parents=True, exist_ok=True)
-        handler = _RunLog(self.path / "run.log", encoding="utf-8")
+        try:
+            handler = _RunLog(self.path / "run.log", encoding="utf-8")
+        except OSError as exc:
+            raise WriteError(self.path / "run.log", exc) from exc
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         attach(handler)
         return handler

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ttc.engine._util._nofollow import open_file
 from ttc.engine.contract._config import PRESETS
 from ttc.engine.contract._errors import ConfigError
 
@@ -209,9 +210,11 @@ def legend_below(fig: Any, axes: Any, lines: int, rounds_axis: bool = False) -> 
     )
 
 
-def save(fig: Any, path: Path) -> Any:
-    """Writes `fig` to `path` and lets pyplot forget it; returns it, to be inspected."""
-    fig.savefig(path, dpi=120)
+def save(fig: Any, path: Path, dpi: int = 120) -> Any:
+    """Writes `fig` to `path` (never through a link) and lets pyplot forget it; returns it, to
+    be inspected."""
+    with open_file(path, "wb") as fh:
+        fig.savefig(fh, dpi=dpi, format=path.suffix.lstrip(".").lower() or None)
     pyplot().close(fig)
     return fig
 

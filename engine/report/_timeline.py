@@ -24,7 +24,7 @@ from typing import Any
 from ttc.engine._util import read_json
 from ttc.engine.contract import ConfigError
 from ttc.engine.journal import read_journal
-from ttc.engine.report._plots import check_plot_path, pyplot, wrap_title
+from ttc.engine.report._plots import check_plot_path, pyplot, save, wrap_title
 
 # Bin widths the axis may use, in seconds: about 100 bins over the run.
 _BINS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
@@ -166,8 +166,7 @@ def plot_timeline(tl: Timeline, title: str, path: Path) -> None:
         ax.grid(alpha=0.3)
     fig.suptitle(wrap_title(title, 9.0), fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path, dpi=110)
 
 
 def _rate_panel(

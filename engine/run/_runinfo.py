@@ -21,7 +21,7 @@ from ttc.engine.contract._errors import ConfigError, DataError
 from ttc.engine.contract._state import RunState
 from ttc.engine.contract._types import Item, Provider, Suite, Usage
 from ttc.engine.journal._journal import Replay, Replays, SampleKey
-from ttc.engine.journal._lock import RunLock
+from ttc.engine.journal._lock import LOCK_NAME, RunLock
 from ttc.engine.journal._logs import run_logging
 from ttc.engine.journal._rundir import RunDir, items_sha256
 from ttc.engine.run._budget import Pricing, StopReason
@@ -309,6 +309,7 @@ def check_rundir(rundir: RunDir, description: dict[str, Any], *, resume: bool) -
     if rundir.path.exists() and not rundir.path.is_dir():
         raise ConfigError(f"--out: {rundir.path} exists and is not a directory")
     if not resume:
+        require_made_by_ttc(rundir)
         return
     require_journal(rundir)
     if rundir.config_path.exists():
@@ -316,6 +317,27 @@ def check_rundir(rundir: RunDir, description: dict[str, Any], *, resume: bool) -
         if not isinstance(before.get("config", {}), dict):
             raise DataError(f"{rundir.config_path}: field 'config': expected a JSON object")
         check_same_run(before, description, rundir.path)
+
+
+def require_made_by_ttc(rundir: RunDir) -> None:
+    """A run starts in a new or empty directory, or in one ttc made (its config.json, written
+    first): a directory someone else filled may hold links planted where the run writes, or
+    files the run would mix with its own."""
+    path = rundir.path
+    if not path.is_dir() or rundir.config_path.exists() or rundir.journal_path.exists():
+        return
+    # The lock, and the temporary file of a first write that a kill cut short, are ttc's.
+    foreign = sorted(
+        p.name
+        for p in path.iterdir()
+        if p.name != LOCK_NAME and not (p.name.startswith(".") and p.name.endswith(".tmp"))
+    )
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise ConfigError(
+            f"--out: {path} is not empty ({shown}) and holds no ttc run (no config.json); "
+            "pick a new or empty directory"
+        )
 
 
 def prepare_rundir(

@@ -286,6 +286,23 @@ class BatchRound:
                 if status is not None and status.final:
                     self.live.remove(live)
                     await self._ended(live, status)
+                elif self._overdue(live):
+                    return
+
+    def _overdue(self, live: _Live) -> bool:
+        """--batch-deadline: a batch still not ended after it stops the run, resumable (a
+        resume polls it again, its deadline counted afresh)."""
+        waited = time.monotonic() - live.started
+        if waited <= self.api.deadline_s:
+            return False
+        self.ctx.budget.stop(
+            StopReason.budget(
+                f"batch {live.batch_id} is still {live.status or 'not ended'} after "
+                f"{waited / 3600:.1f} h (--batch-deadline {self.api.deadline_s:g} s); resume to "
+                "poll it again"
+            )
+        )
+        return True
 
     async def _poll(self, live: _Live) -> BatchStatus | None:
         try:
@@ -332,9 +349,9 @@ class BatchRound:
         failed: list[tuple[Job, ProviderError]] = []
         resent: dict[str, int] = collections.Counter()
         seen: set[str] = set()
-        for result in results:
+        for result in self._accepted(live, results):
             job = self.pending.get(result.custom_id)
-            if job is None or result.custom_id not in live.ids:
+            if job is None:
                 continue
             seen.add(result.custom_id)
             if result.completion is not None:
@@ -354,6 +371,34 @@ class BatchRound:
         for job, error in failed:
             self._land(job, Outcome(None, error, self.attempts[custom_id(job)]))
         await self._again(again, live.attempt + 1)
+
+    def _accepted(self, live: _Live, results: list[BatchResult]) -> list[BatchResult]:
+        """The first result of each request `live` holds. What the server sent is input: a line
+        that is no result, a result for a request this batch never held, and a second result
+        for a request are left out, counted in one warning (the others are kept)."""
+        accepted: list[BatchResult] = []
+        seen: set[str] = set()
+        refused: dict[str, int] = collections.Counter()
+        held = set(live.ids)
+        for result in results:
+            if result.reason == "unreadable":
+                refused["unreadable lines"] += 1
+            elif result.custom_id not in held:
+                refused["for ids never sent"] += 1
+            elif result.custom_id in seen:
+                refused["repeated ids"] += 1
+            else:
+                seen.add(result.custom_id)
+                accepted.append(result)
+        if refused:
+            log.warning(
+                "round %d: batch %s: %d results refused (%s); the others are kept",
+                self.t,
+                live.batch_id,
+                sum(refused.values()),
+                ", ".join(f"{n:,} {what}" for what, n in refused.items()),
+            )
+        return accepted
 
     def _answered(self, job: Job, result: BatchResult) -> None:
         """An answer: bought at the batch rate, kept in the cache, landed."""

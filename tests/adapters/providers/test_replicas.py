@@ -150,3 +150,46 @@ async def test_a_replica_that_hangs_is_drained_after_timeouts_in_a_row() -> None
         assert status[1]["down"]
         assert status[1]["answered"] == 0
         assert status[0]["answered"] == 30
+
+
+async def test_a_replica_that_fails_fast_with_5xx_is_drained_by_its_error_rate() -> None:
+    # The failing replica answers at once (a 500), the healthy one in 50 ms: by fewest in flight
+    # alone the failing one took most requests (597 of 671), and 86 of 160 samples ran out of
+    # retries while the healthy one was up.
+    async with (
+        running_server(ServeOptions(port=0, latency=0.05, latency_sigma=0.01)) as healthy,
+        running_server(ServeOptions(port=0, fault_500=1.0)) as failing,
+    ):
+        urls = [healthy.base_url_openai, failing.base_url_openai]
+        provider = openai_replicas("sim", urls, api_key="sk-t")
+        provider.probe_s = provider.probe_max_s = 60.0  # not probed again within this test
+        try:
+            answered = await _send_all(provider, 160, concurrency=16)
+        finally:
+            await provider.aclose()
+        assert answered == [True] * 160
+        status = provider.status()
+        assert status[1]["down"]
+        assert status[1]["answered"] == 0
+        # Drained after its first half window of errors (10), and the requests then in flight.
+        assert 10 <= status[1]["server_errors"] == status[1]["sent"] <= 10 + 16
+        assert status[0]["answered"] == 160
+
+
+async def test_a_probe_that_gets_a_server_error_keeps_the_replica_down() -> None:
+    async with (
+        running_server(ServeOptions(port=0, latency=0.01)) as healthy,
+        running_server(ServeOptions(port=0, fault_500=1.0)) as failing,
+    ):
+        urls = [healthy.base_url_openai, failing.base_url_openai]
+        provider = openai_replicas("sim", urls, api_key="sk-t")
+        provider.probe_s = 0.05  # due long before the healthy one has answered the rest
+        try:
+            answered = await _send_all(provider, 100, concurrency=2)
+        finally:
+            await provider.aclose()
+        assert answered == [True] * 100
+        replica = provider.replicas[1]
+        assert replica.down
+        assert replica.downs >= 2  # probed, and down again each time
+        assert provider.status()[1]["answered"] == 0
