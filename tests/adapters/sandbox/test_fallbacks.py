@@ -30,6 +30,7 @@ import pytest
 from ttc.adapters.sandbox import RunOptions, SandboxResult, _sandbox, protections, run_python
 from ttc.adapters.sandbox._landlock import abi as landlock_abi
 from ttc.adapters.suites._livecodebench import LiveCodeBenchSuite
+from ttc.adapters.suites._mixed import MixedSuite
 from ttc.engine import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -166,6 +167,9 @@ def test_a_suite_with_hidden_tests_refuses_a_sandbox_that_cannot_hide_them(
     assert allowed.judging is not None
     assert allowed.judging["tests_visible_to_programs"] is True
     assert "namespaces" in allowed.judging["why"]
+    # a mixed test set says it of its LiveCodeBench source
+    mixed = MixedSuite({"livecodebench": allowed}, per_source=1)
+    assert mixed.judging == {"livecodebench": allowed.judging}
 
 
 # Item 1, for real: unshare(2) refused by a seccomp filter, as Docker's default profile does.
