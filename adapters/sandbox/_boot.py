@@ -3,14 +3,16 @@ its scratch directory, installs the audit-hook guard, then runs prelude.py and m
 `__main__`.
 
 The sandbox passes `_confine`'s text and this file's to the child interpreter with `-c` (see
-`_launch`); the child never imports ttc, so the program cannot reach ttc either. The child's argv:
-guard|noguard, the filesystem (root: a private root; ns: the host's in a mount namespace; host:
-the host's), the isolation mode (drop, nest or none), uid, gid, the scratch tmpfs's size in MiB,
-two file descriptors (the program: the prelude's length in decimal, a newline, the prelude, the
-program; and the read end of ttc's `alive` pipe), the seccomp filter in hex (empty for none), the
-rlimits (`which=value,...`), the number of cgroup.procs files to enter and those files, then the
-paths to hide. After the
-confinement it writes prelude.py and main.py into the scratch directory and sets the rlimits.
+`_launch`); the child never imports ttc, so the program cannot reach ttc either. Its one argument
+is a file descriptor, which holds the arguments' length in decimal, a newline, the arguments
+(NUL-separated: the command line is readable by every process, and names no host path), the
+prelude's length, a newline, the prelude and the program. The arguments: guard|noguard, the
+filesystem (root: a private root; ns: the host's in a mount namespace; host: the host's), the
+isolation mode (drop, nest or none), uid, gid, the scratch tmpfs's size in MiB, the read end of
+ttc's `alive` pipe, the seccomp filter in hex (empty for none), the rlimits (`which=value,...`),
+the Landlock ABI (0 for none), the number of cgroup.procs files to enter and those files, then
+the paths to hide. After the confinement it writes prelude.py and main.py into the scratch
+directory and sets the rlimits.
 Everything it defines is local to `_ttc_boot`, and the names it leaves in `__main__` are deleted
 before the program runs.
 
@@ -49,12 +51,14 @@ DENY = frozenset(
         "sys._current_frames sys._current_exceptions"
     ).split()
 )
-# Modules that could run code without the hook, or reach outside the sandbox.
+# Modules that could run code without the hook, or reach outside the sandbox: whatever runs
+# other code (subinterpreters, Tcl) or writes files from C without an "open" event (readline's
+# history files, the dbm libraries) is refused at import.
 DENY_IMPORTS = frozenset(
     (  # noqa: SIM905  (a paragraph of names reads better than one per line)
         "_posixsubprocess _ctypes ctypes _ctypes_test _xxsubinterpreters _interpreters "
         "_xxinterpchannels _interpchannels _interpqueues _posixshmem _sqlite3 sqlite3 _testcapi "
-        "_testinternalcapi"
+        "_testinternalcapi _tkinter tkinter readline _dbm _gdbm"
     ).split()
 )
 # Events naming paths that must lie inside the scratch directory: (argument, its dir_fd argument).
@@ -100,13 +104,15 @@ def _ttc_boot() -> list[CodeType]:
     import resource  # before the privileges go: the interpreter's tree may be root's alone
     import sys
 
-    guard, fs, mode, uid, gid, scratch_mb, source_fd, alive_fd, bpf, limits, count, *rest = (
-        sys.argv[1:]
-    )
-    with open(int(source_fd), "rb") as f:  # the program: prelude length, prelude, main
+    with open(int(sys.argv[1]), "rb") as f:  # the arguments, then the program
         size, _, text = f.read().partition(b"\n")
+        arguments, text = text[: int(size)].decode("utf-8", "surrogateescape"), text[int(size) :]
+        size, _, text = text.partition(b"\n")
+    guard, fs, mode, uid, gid, scratch_mb, alive_fd, bpf, limits, landlock, count, *rest = (
+        arguments.split("\0")
+    )
     prelude, main = text[: int(size)], text[int(size) :]
-    ids = (int(uid), int(gid), int(scratch_mb), int(alive_fd))
+    ids = (int(uid), int(gid), int(scratch_mb), int(alive_fd), int(landlock))
     paths = [rest[: int(count)], rest[int(count) :]]
     _ttc_confine(fs, mode, ids, bytes.fromhex(bpf), paths)
     for name, text in (("prelude.py", prelude), ("main.py", main)):
@@ -190,6 +196,10 @@ def _ttc_boot() -> list[CodeType]:
             ("/dev/null", canonical("/proc/self/fd/1"), canonical("/proc/self/fd/2"))
         )
         writes = posix.O_WRONLY | posix.O_RDWR | posix.O_CREAT | posix.O_TRUNC | posix.O_APPEND
+        # An "open" event writes if its flags say so, or its mode does: C code that opens with
+        # fopen (ssl's keylog file, and any such) reports the mode and flags 0.
+        writing_modes = frozenset("wax+")
+        disjoint = frozenset.isdisjoint
         named = frozenset(name for name, _ in path_events)
         special = frozenset(("__code__", "__defaults__", "__kwdefaults__"))
         try:
@@ -264,7 +274,9 @@ def _ttc_boot() -> list[CodeType]:
                         dirs_left -= 1
                         if dirs_left < 0:
                             raise error("sandbox: too many directories created")
-                elif args[2] & writes:
+                elif args[2] & writes or (
+                    subclass(typ(args[1]), text) and not disjoint(writing_modes, joined((args[1],)))
+                ):
                     if path in devices:
                         return
                     if not inside:

@@ -109,6 +109,11 @@ class Group:
     oom_before: int = field(default=0)
 
     @property
+    def limited(self) -> frozenset[str]:
+        """What these groups limit: of "memory" and "pids"."""
+        return frozenset().union(*(place.limits for place, _ in self.dirs))
+
+    @property
     def procs_files(self) -> tuple[str, ...]:
         """The cgroup.procs files that the program writes itself into before its first line."""
         return tuple(os.path.join(path, "cgroup.procs") for _, path in self.dirs)

@@ -27,15 +27,20 @@ _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s39
 
 
 def _ttc_confine(
-    fs: str, mode: str, ids: tuple[int, int, int, int], bpf: bytes, paths: list[list[str]]
+    fs: str,
+    mode: str,
+    ids: tuple[int, int, int, int, int],
+    bpf: bytes,
+    paths: list[list[str]],
 ) -> None:
-    # ids: the program's uid and gid, the scratch tmpfs's size (MiB), the `alive` pipe's fd;
-    # paths: the cgroup.procs files to enter, the paths to hide.
+    # ids: the program's uid and gid, the scratch tmpfs's size (MiB), the `alive` pipe's fd, the
+    # Landlock ABI to restrict the files with (0: none); paths: the cgroup.procs files to enter,
+    # the paths to hide.
     import _ctypes  # without the ctypes package: a quarter of the start-up time
     import os
     import sys
 
-    uid, gid, scratch_mb, alive = ids
+    uid, gid, scratch_mb, alive, landlock_abi = ids
     cgroups, hide = paths
 
     class c_int(_ctypes._SimpleCData):  # type: ignore[type-arg]  # no [int] at run time
@@ -54,11 +59,14 @@ def _ttc_confine(
         _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
         _restype_ = c_int
 
-    def call(name: str, *args: object) -> None:
-        # A class with a _handle passes for a CDLL, as ctypes itself duck-types it.
-        if function((name, libc))(*args) != 0:  # type: ignore[arg-type]
+    def call(name: str, *args: object) -> int:
+        # A class with a _handle passes for a CDLL, as ctypes itself duck-types it. `syscall`
+        # returns a descriptor (>= 0) where the others return 0.
+        result: int = function((name, libc))(*args)  # type: ignore[arg-type]
+        if result < 0 or (result != 0 and name != "syscall"):
             err = _ctypes.get_errno()
             raise OSError(err, f"sandbox: {name}{args!r}: {os.strerror(err)}")
+        return result
 
     bind, rec, remount, rdonly, detach = 4096, 16384, 32, 1, 2
     nosuid, nodev, noexec, noatime, nodiratime = 2, 4, 8, 1024, 2048
@@ -108,9 +116,13 @@ def _ttc_confine(
     def touch(path: str) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
 
-    def new_root() -> None:
-        opath = os.O_PATH | os.O_CLOEXEC
-        system = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]
+    system = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]
+    files = ("ld.so.cache", "localtime")
+    devices = ["null", "zero", "full", "random", "urandom"]
+
+    def readable() -> tuple[dict[str, str], list[str]]:
+        # What a program may read, besides /etc's `files` and /dev's `devices`: the system's
+        # trees (those that are links, as links) and the interpreter's installation.
         links = {p: os.readlink(p) for p in system if os.path.islink(p)}
         roots = {
             os.path.realpath(p)
@@ -118,8 +130,11 @@ def _ttc_confine(
         }
         dirs = [p for p in system if os.path.isdir(p) and p not in links]
         dirs += sorted(t for t in roots if not any(t != o and under(t, o) for o in roots | {*dirs}))
-        files = ("ld.so.cache", "localtime")
-        devices = ["null", "zero", "full", "random", "urandom"]
+        return links, dirs
+
+    def new_root() -> None:
+        opath = os.O_PATH | os.O_CLOEXEC
+        links, dirs = readable()
         # Every source is opened first: the tmpfs below covers /tmp, where a tree may lie.
         sources = {p: os.open(p, opath) for p in dirs}
         etc = {f: os.open("/etc/" + f, opath) for f in files if os.path.isfile("/etc/" + f)}
@@ -186,6 +201,63 @@ def _ttc_confine(
         call("mount", None, b"/", None, remount | rdonly | nosuid | nodev, None)
         os.chdir("/tmp")
 
+    def retitle() -> None:
+        # /proc/PID/cmdline shows the arguments' memory: overwritten, it names no host path (the
+        # interpreter's, the boot's text). A last byte that is not NUL tells the kernel to read
+        # up to the first NUL, as after setproctitle(3).
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (fields 48 and 49)
+        title = b"python3\0"
+        if end - start > len(title):
+            with open("/proc/self/mem", "r+b", buffering=0) as mem:
+                mem.seek(start)
+                mem.write(title + b" " * (end - start - len(title)))
+
+    def landlock() -> None:
+        # The file allow-list where there is no private root: what the private root would hold,
+        # read-only, and the scratch directory (the working directory) read-write. The rights are
+        # linux/landlock.h's, as many as this ABI knows: whatever is not allowed is refused.
+        order, abi = sys.byteorder, landlock_abi
+        execute, write, read_file, read_dir = 1, 2, 4, 8
+        make_char, make_sock, make_fifo, make_block, make_sym = 64, 512, 1024, 2048, 4096
+        handled = (1 << 13) - 1  # ABI 1: execute ... make_sym
+        handled |= (1 << 13 if abi >= 2 else 0) | (1 << 14 if abi >= 3 else 0)  # refer, truncate
+        handled |= 1 << 15 if abi >= 5 else 0  # ioctl on devices
+        on_files = handled & (execute | write | read_file | 1 << 14 | 1 << 15)
+        net = 3 if abi >= 4 else 0  # TCP bind and connect: none is allowed
+        scoped = 3 if abi >= 6 else 0  # abstract unix sockets and signals outside the domain
+        size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+        attr = b"".join(v.to_bytes(8, order) for v in (handled, net, scoped))[:size]
+        ruleset = call("syscall", 444, attr, size, 0)
+        opath = os.O_PATH | os.O_CLOEXEC
+
+        def allow(path: str, rights: int) -> None:
+            try:
+                fd = os.open(path, opath)
+            except OSError:
+                return
+            try:
+                if os.fstat(fd).st_mode & 0o170000 != 0o040000:
+                    rights &= on_files
+                rule = (rights & handled).to_bytes(8, order) + fd.to_bytes(4, order)
+                call("syscall", 445, ruleset, 1, rule, 0)  # LANDLOCK_RULE_PATH_BENEATH
+            finally:
+                os.close(fd)
+
+        for path in readable()[1]:
+            allow(path, execute | read_file | read_dir)
+        for file in files:
+            allow("/etc/" + file, read_file)
+        for device in devices:
+            allow("/dev/" + device, read_file | write)
+        allow("/proc/self", read_file | read_dir)  # this process's own entries only
+        scratch = handled & ~(execute | make_char | make_sock | make_fifo | make_block | make_sym)
+        allow(os.getcwd(), scratch)
+        call("syscall", 446, ruleset, 0)  # landlock_restrict_self: for good, children included
+        os.close(ruleset)
+
+    retitle()
     call("prctl", 1, 9)  # until the uid changes: ttc (or unshare) dying kills this process
     for procs in cgroups:  # before anything else: whatever this process becomes stays inside
         with open(procs, "w") as f:
@@ -212,6 +284,8 @@ def _ttc_confine(
     os.close(alive)
     if gone:
         os._exit(137)
+    if landlock_abi:
+        landlock()
     if bpf:
 
         class Filter(_ctypes.Array):  # type: ignore[type-arg]

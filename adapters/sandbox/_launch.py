@@ -34,7 +34,7 @@ from ._proc import stat_fields
 from ._remove import owned_name, remove_tree
 from ._result import RunOptions, SandboxResult
 
-__all__ = ["BOOT_SOURCE", "Setup", "filesystem", "launch"]
+__all__ = ["BOOT_SOURCE", "PROCESS_UIDS", "Setup", "filesystem", "launch", "run_uid"]
 
 _log = logging.getLogger("ttc")
 
@@ -74,6 +74,20 @@ class Setup:
     # Whether the wrapper must be given the parent-death signal between fork and exec (no
     # setpriv here): a slower fork, but unshare dies with ttc either way.
     pdeathsig_preexec: bool = False
+    landlock: int = 0  # the Landlock ABI the file allow-list is made with (`_confine`), or 0
+    # Whether each ttc process runs its programs as a uid of its own (`run_uid`): root without
+    # a pids cgroup, so that programs of other processes count nothing against RLIMIT_NPROC.
+    own_uid: bool = False
+
+
+PROCESS_UIDS = 1 << 30
+"""The first of the uids a process's programs run as when `Setup.own_uid` (plus the pid): far
+above any account's uid, and one per ttc process, as a process runs one program at a time."""
+
+
+def run_uid(setup: Setup) -> int:
+    """The uid this process's programs run as under `setup`."""
+    return PROCESS_UIDS + os.getpid() if setup.own_uid else setup.uid
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,26 +138,35 @@ def _scratch(setup: Setup) -> tuple[str, str]:
     outer = tempfile.mkdtemp(prefix=owned_name())
     scratch = os.path.join(outer, secrets.token_hex(16))
     os.mkdir(scratch, 0o700)
-    if setup.uid != os.geteuid():
+    uid = run_uid(setup)
+    if uid != os.geteuid():
         os.chmod(outer, 0o711)
-        os.chown(scratch, setup.uid, setup.uid)
+        os.chown(scratch, uid, uid)
     return outer, scratch
 
 
-def _argv(
-    setup: Setup, options: RunOptions, fds: tuple[int, int], group: Group | None
-) -> list[str]:
-    """The command line: the wrapper, the interpreter, the boot and its arguments (see `_boot`)."""
-    argv = [*setup.wrapper, setup.python, "-I", "-S", "-B", "-c", BOOT_SOURCE]
-    argv += ["guard" if options.audit_guard else "noguard", filesystem(setup)]
-    argv += [setup.boot, str(setup.uid), str(setup.uid), str(options.memory_mb)]
-    argv += [str(fds[0]), str(fds[1]), setup.bpf.hex()]
-    argv.append(",".join(f"{which}={value}" for which, value in rlimits(setup.uid, options)))
+def _arguments(setup: Setup, options: RunOptions, alive: int, group: Group | None) -> list[str]:
+    """The boot's arguments (see `_boot`): read from its descriptor, not the command line, which
+    every process of the machine can read (and the program as /proc/1/cmdline)."""
+    uid = run_uid(setup)
+    limited = group is not None and "pids" in group.limited
+    arguments = ["guard" if options.audit_guard else "noguard", filesystem(setup)]
+    arguments += [setup.boot, str(uid), str(uid), str(options.memory_mb), str(alive)]
+    arguments.append(setup.bpf.hex())
+    pairs = rlimits(uid, options, nproc=not limited)
+    arguments.append(",".join(f"{which}={value}" for which, value in pairs))
+    arguments.append(str(setup.landlock))
     cgroups = group.procs_files if group is not None else ()
-    argv += [str(len(cgroups)), *cgroups]
+    arguments += [str(len(cgroups)), *cgroups]
     if filesystem(setup) != "host":
-        argv += _hidden(options.hide)
-    return argv
+        arguments += _hidden(options.hide)
+    return arguments
+
+
+def _argv(setup: Setup, source_fd: int) -> list[str]:
+    """The command line: the wrapper, the interpreter, the boot and the descriptor it reads its
+    arguments and the program from."""
+    return [*setup.wrapper, setup.python, "-I", "-S", "-B", "-c", BOOT_SOURCE, str(source_fd)]
 
 
 def filesystem(setup: Setup) -> str:
@@ -166,9 +189,14 @@ def _hidden(paths: tuple[str, ...]) -> list[str]:
 
 def _run(setup: Setup, start: _Start, options: RunOptions, group: Group | None) -> _Ended:
     """Starts the process, waits for it up to the deadline, kills everything and reaps it."""
-    prelude = options.prelude.encode("utf-8")
-    source = b"%d\n" % len(prelude) + prelude + start.code.encode("utf-8")
     alive_r, alive_w = os.pipe()
+    arguments = "\0".join(_arguments(setup, options, alive_r, group))
+    header = arguments.encode("utf-8", "surrogateescape")
+    # A program (or input) that is not valid Unicode reaches the child as such: its compiler
+    # (or the program) refuses it there, and the caller gets a failed run, not an exception.
+    prelude = options.prelude.encode("utf-8", "surrogatepass")
+    source = b"%d\n%s%d\n%s" % (len(header), header, len(prelude), prelude)
+    source += start.code.encode("utf-8", "surrogatepass")
     with (
         tempfile.TemporaryFile() as fsrc,
         tempfile.TemporaryFile() as fin,
@@ -178,12 +206,12 @@ def _run(setup: Setup, start: _Start, options: RunOptions, group: Group | None) 
         fsrc.write(source)
         fsrc.flush()
         fsrc.seek(0)
-        fin.write(start.stdin.encode("utf-8"))
+        fin.write(start.stdin.encode("utf-8", "surrogatepass"))
         fin.seek(0)
         started = time.monotonic()
         try:
             proc = subprocess.Popen(
-                _argv(setup, options, (fsrc.fileno(), alive_r), group),
+                _argv(setup, fsrc.fileno()),
                 stdin=fin,
                 stdout=fout,
                 stderr=ferr,

@@ -32,17 +32,21 @@ except (OSError, AttributeError):
     PRCTL = None
 
 
-def rlimits(uid: int, options: RunOptions) -> tuple[tuple[int, int], ...]:
-    """The (rlimit, value) pairs of a run: CPU (the CPU budget, at least 1 s), AS, NPROC, FSIZE
-    (the output cap + 1 byte, per file), NOFILE and CORE (0)."""
-    return (
+def rlimits(uid: int, options: RunOptions, nproc: bool = True) -> tuple[tuple[int, int], ...]:
+    """The (rlimit, value) pairs of a run: CPU (the CPU budget, at least 1 s), AS, NPROC (unless
+    `nproc` is False: a pids cgroup of the run's own limits it, where RLIMIT_NPROC would count
+    every other process of the uid), FSIZE (the output cap + 1 byte, per file), NOFILE and CORE
+    (0)."""
+    pairs = [
         (resource.RLIMIT_CPU, cpu_limit(options.timeout_s, options.cpu_s)),
         (resource.RLIMIT_AS, options.memory_mb << 20),
-        (resource.RLIMIT_NPROC, _nproc_limit(uid)),
         (resource.RLIMIT_FSIZE, options.max_output_bytes + 1),
         (resource.RLIMIT_NOFILE, _NOFILE),
         (resource.RLIMIT_CORE, 0),
-    )
+    ]
+    if nproc:
+        pairs.insert(2, (resource.RLIMIT_NPROC, _nproc_limit(uid)))
+    return tuple(pairs)
 
 
 def cpu_limit(timeout_s: float, cpu_s: float | None) -> int:

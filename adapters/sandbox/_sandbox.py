@@ -42,10 +42,23 @@ weaker than the strongest is logged as a warning on the "ttc" logger.
 Fallbacks: without a private root (no mount namespace) the program has a host scratch directory
 under a random name in a directory it can cross but not list, removed through file descriptors
 once no process of the run is left (`_remove`; those of a killed ttc are swept at the next
-start), and it can read whatever world-readable file its uid can; without namespaces it also
+start). There **Landlock** (`_landlock`, Linux >= 5.13, allowed in Docker's default profile and
+to any unprivileged process) makes the private root's list a kernel allow-list instead: the
+system's trees and the interpreter read-only, the devices, the process's own /proc entries, the
+scratch directory read-write; nothing else can be opened, and (by its ABI) no TCP connection,
+no signal to a process outside the sandbox. Without Landlock either, the program can read
+whatever world-readable file its uid can (`hidden_inputs` says "not hidden", and a suite whose
+tests must stay hidden refuses to judge unless told otherwise). Without namespaces it also
 shares the host's network and PID space, and only seccomp (or, without it, the guard) keeps it
-off the network; without seccomp, exec and fork are refused only by the guard. Not protected
-anywhere: the host's CPU while a run lasts, and kernel exploits through the system calls left.
+off the network; without seccomp, exec and fork are refused only by the guard. Processes: a pids
+cgroup of the run's own bounds them where cgroups can be made (RLIMIT_NPROC, which counts every
+process of the uid, is then not set); as root without one, each ttc process runs its programs
+as a uid of its own (`PROCESS_UIDS` + its pid), so no other program can use up its count. Not
+protected anywhere: the host's CPU while a run lasts, and kernel exploits through the system
+calls left.
+
+`TTC_SANDBOX_WITHOUT=namespaces,landlock,cgroup` (any of them) leaves layers off as if the
+machine refused them: how the tests run the fallbacks, and how a user can see one.
 Call `run_python` from one thread per process (`preexec_fn` is not safe to run while other
 threads fork), as the verifier worker processes do.
 
@@ -65,7 +78,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ._cgroup import probe as probe_cgroups
-from ._launch import Setup, filesystem, launch
+from ._landlock import abi as landlock_abi
+from ._launch import Setup, filesystem, launch, run_uid
 from ._limits import NOBODY, PRCTL
 from ._remove import sweep
 from ._result import RunOptions, SandboxResult
@@ -75,6 +89,10 @@ __all__ = ["RunOptions", "SandboxResult", "SandboxUnavailable", "protections", "
 
 _log = logging.getLogger("ttc")
 
+WITHOUT = "TTC_SANDBOX_WITHOUT"
+"""The environment variable naming layers to leave off (comma-separated, of `OPTIONAL`), as if
+this machine refused them: how the tests (and a user who wants to see it) run a fallback setup."""
+OPTIONAL = ("namespaces", "landlock", "cgroup")
 _UNSHARE_FLAGS = ("--net", "--ipc", "--pid", "--fork", "--kill-child", "--mount-proc")
 _NAMESPACES = ("net", "ipc", "pid", "mount")
 _SYSTEM_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
@@ -139,7 +157,8 @@ def _probe(setup: Setup) -> tuple[str | None, str]:
 
 
 def _variants(unshare: str | None, base: Setup) -> list[tuple[str, Setup]]:
-    """The setups to try, strongest first, each named (namespaces only with `unshare`)."""
+    """The setups to try, strongest first, each named (namespaces only with `unshare`). Landlock
+    (`base.landlock`) makes the file allow-list of those without a private root."""
     root = os.geteuid() == 0
     variants: list[tuple[str, Setup]] = []
     if unshare is not None:
@@ -162,10 +181,16 @@ def _variants(unshare: str | None, base: Setup) -> list[tuple[str, Setup]]:
             root=True,
             pdeathsig_preexec=setpriv is None,
         )
-        variants.append(("a private root", strongest))
+        variants.append(("a private root", replace(strongest, landlock=0)))
         variants.append(("namespaces without a private root", replace(strongest, root=False)))
     plain = replace(base, boot="drop" if root else "none")
     variants.append(("no namespaces", plain))
+    if base.landlock:  # each again without it, should the kernel refuse this allow-list
+        variants += [
+            (f"{label} without Landlock", replace(v, landlock=0))
+            for label, v in variants
+            if v.landlock
+        ]
     if base.bpf:  # each again without seccomp, should the kernel refuse the filter
         variants += [(f"{label} without seccomp", replace(v, bpf=b"")) for label, v in variants]
     return variants
@@ -176,15 +201,13 @@ def _make_setup(allow_unshare: bool = True) -> _Chosen:
     strongest is logged as a warning."""
     sweep()
     missing: dict[str, str] = {}
-    unshare = shutil.which("unshare", path=_SYSTEM_PATH) if allow_unshare else None
-    if not allow_unshare:
-        missing["namespaces"] = "not allowed by the caller"
-    elif unshare is None:
-        missing["namespaces"] = "unshare (util-linux) is not installed"
+    off = _turned_off()
+    turned_off = f"turned off ({WITHOUT}={os.environ.get(WITHOUT, '')})"
+    unshare = _unshare(allow_unshare, off, turned_off, missing)
     bpf = filter_program()
     if bpf is None:
         missing["seccomp"] = f"no filter for this architecture ({os.uname().machine})"
-    cgroups, cgroup_note = probe_cgroups()
+    cgroups, cgroup_note = (None, turned_off) if "cgroup" in off else probe_cgroups()
     if cgroups is None:
         missing["cgroup"] = cgroup_note
     else:
@@ -193,8 +216,15 @@ def _make_setup(allow_unshare: bool = True) -> _Chosen:
                 missing[f"cgroup {limit}"] = (
                     f"{cgroup_note}: no {limit} controller delegated to this process's group"
                 )
-    uid = NOBODY if os.geteuid() == 0 else os.geteuid()
-    base = Setup("", (), (), uid, bpf=bpf or b"", cgroups=cgroups)
+    landlock, landlock_note = (0, turned_off) if "landlock" in off else landlock_abi()
+    root = os.geteuid() == 0
+    uid = NOBODY if root else os.geteuid()
+    # Without a pids cgroup, RLIMIT_NPROC counts all of a uid's processes: as root, each ttc
+    # process runs its programs as a uid of its own, so that others' cannot use up its count.
+    own_uid = root and (cgroups is None or "pids" not in cgroups.limits)
+    base = Setup(
+        "", (), (), uid, bpf=bpf or b"", cgroups=cgroups, landlock=landlock, own_uid=own_uid
+    )
     failures: list[str] = []
     for label, variant in _variants(unshare, base):
         why = "no interpreter"
@@ -202,6 +232,8 @@ def _make_setup(allow_unshare: bool = True) -> _Chosen:
             candidate = replace(variant, python=python)
             outcome, status = _probe(candidate)
             if outcome is None:
+                if not candidate.root and not candidate.landlock:
+                    missing["landlock"] = landlock_note if not landlock else "; ".join(failures)
                 return _chosen(candidate, label, status, missing, failures, cgroup_note)
             why = outcome
         failures.append(f"{label} failed ({why})")
@@ -211,6 +243,33 @@ def _make_setup(allow_unshare: bool = True) -> _Chosen:
         + ": "
         + "; ".join(failures)
     )
+
+
+def _unshare(
+    allow: bool, off: frozenset[str], turned_off: str, missing: dict[str, str]
+) -> str | None:
+    """unshare's path, if namespaces are to be tried; else why not, in `missing`."""
+    if "namespaces" in off:
+        missing["namespaces"] = turned_off
+        return None
+    if not allow:
+        missing["namespaces"] = "not allowed by the caller"
+        return None
+    unshare = shutil.which("unshare", path=_SYSTEM_PATH)
+    if unshare is None:
+        missing["namespaces"] = "unshare (util-linux) is not installed"
+    return unshare
+
+
+def _turned_off() -> frozenset[str]:
+    """The layers `WITHOUT` names (SandboxUnavailable for a name that is no such layer)."""
+    names = {name.strip() for name in os.environ.get(WITHOUT, "").split(",") if name.strip()}
+    unknown = sorted(names - set(OPTIONAL))
+    if unknown:
+        raise SandboxUnavailable(
+            f"{WITHOUT}: no layer named {', '.join(unknown)}; choose from {', '.join(OPTIONAL)}"
+        )
+    return frozenset(names)
 
 
 def _chosen(
@@ -253,24 +312,51 @@ def protections() -> dict[str, Any]:
     that is off is off. `uid` is the uid the program runs as, as the host sees it."""
     setup = _setup()  # first: a test may stand another setup in
     chosen = _chosen_here()
+    uid = run_uid(setup)
+    limits = sorted(setup.cgroups.limits) if setup.cgroups is not None else []
     return {
         "python": setup.python,
         "namespaces": list(setup.namespaces),
         "private_root": setup.root,
+        # The kernel's allow-list of the files a program may open: its private root, or Landlock
+        # where there is none, or nothing.
+        "file_allow_list": "private root"
+        if setup.root
+        else f"Landlock ABI {setup.landlock}"
+        if setup.landlock
+        else None,
+        "landlock": setup.landlock,
         "seccomp": bool(setup.bpf),
         "seccomp_status": chosen.seccomp_status,
         "cgroup": chosen.cgroup if setup.cgroups is not None else None,
-        "cgroup_limits": sorted(setup.cgroups.limits) if setup.cgroups is not None else [],
-        "hidden_inputs": {"root": "absent", "ns": "covered", "host": "not hidden"}[
-            filesystem(setup)
+        "cgroup_limits": limits,
+        "hidden_inputs": hidden_inputs(setup),
+        "uid": uid,
+        "uid_dropped": uid != os.geteuid(),
+        "uid_per_process": setup.own_uid,
+        "rlimits": [
+            "CPU",
+            "AS",
+            *([] if "pids" in limits else ["NPROC"]),
+            "FSIZE",
+            "NOFILE",
+            "CORE",
         ],
-        "uid": setup.uid,
-        "uid_dropped": setup.uid != os.geteuid(),
-        "rlimits": ["CPU", "AS", "NPROC", "FSIZE", "NOFILE", "CORE"],
-        "nproc_enforced": setup.uid != 0,
+        "nproc_enforced": uid != 0 or "pids" in limits,
         "prctl": PRCTL is not None,
         "audit_guard": True,
         "fresh_env": True,
         "isolated_python": True,
         "missing": dict(chosen.missing),
     }
+
+
+def hidden_inputs(setup: Setup) -> str:
+    """How the files a run hides (`RunOptions.hide`) are kept from its program: "absent" (not in
+    its private root), "unreadable" (outside its Landlock allow-list), "covered" (by mounts in
+    its mount namespace), or "not hidden" (nothing keeps the program from reading them)."""
+    if setup.root:
+        return "absent"
+    if setup.landlock:
+        return "unreadable"
+    return "covered" if filesystem(setup) == "ns" else "not hidden"

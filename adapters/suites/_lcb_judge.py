@@ -1,6 +1,10 @@
 """Judging a program as LiveCodeBench's evaluator does: the prelude, the functional harness,
 the comparison of outputs, the code in a response and why a run failed.
 
+A program's output is hostile input: whatever it prints (signalling NaNs, results nested
+200,000 deep, integers of thousands of digits, numbers beyond any float, bytes that are not
+UTF-8, megabytes of text) is compared or refused as a wrong answer with a reason, never raised.
+
 See `ttc.adapters.suites._livecodebench` for where this follows LiveCodeBench and where not.
 """
 
@@ -8,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -27,6 +32,7 @@ __all__ = [
     "last_line",
     "lcb_prelude",
     "outputs_match",
+    "read_json",
     "run_failure",
     "values_match",
 ]
@@ -147,6 +153,8 @@ def _numbers_match(got: str, want: str) -> bool:
         a, b = Decimal(got), Decimal(want)
     except InvalidOperation:
         return False
+    if a.is_snan() or b.is_snan():
+        return False  # compared, a signalling NaN raises; as text they already differed
     if a == b:
         return True
     if _INTEGER.fullmatch(want):
@@ -180,6 +188,22 @@ def outputs_match(got: str, want: str) -> bool:
     return first_mismatch(got, want) is None
 
 
+def read_json(text: str) -> tuple[Any, str | None]:
+    """(The JSON value of `text`, None), or (None, why it cannot be read): integers of any length
+    (beyond `sys.int_max_str_digits` too), never an exception, however deep or long."""
+    try:
+        return json.loads(text, parse_int=_integer), None
+    except RecursionError:
+        return None, "nested too deeply"
+    except (ValueError, ArithmeticError) as exc:  # JSONDecodeError is a ValueError
+        return None, str(exc).partition(":")[0][:80]
+
+
+def _integer(text: str) -> int:
+    # int() refuses more than sys.int_max_str_digits digits; Decimal has no such limit
+    return int(text) if len(text) < 4000 else int(Decimal(text))
+
+
 def values_match(got: Any, want: Any) -> bool:
     """Equality of decoded JSON values, with the float tolerance of stdin tests."""
     if isinstance(got, float) or isinstance(want, float):
@@ -189,7 +213,10 @@ def values_match(got: Any, want: Any) -> bool:
             return False
         if isinstance(want, int):
             return got == want  # an integer answer is exact
-        return got == want or math.isclose(got, want, rel_tol=_TOLERANCE, abs_tol=_TOLERANCE)
+        try:
+            return got == want or math.isclose(got, want, rel_tol=_TOLERANCE, abs_tol=_TOLERANCE)
+        except OverflowError:  # an integer beyond any float: not close to a float answer
+            return False
     if isinstance(got, list) and isinstance(want, list):
         return len(got) == len(want) and all(map(values_match, got, want))
     if isinstance(got, dict) and isinstance(want, dict):

@@ -37,14 +37,17 @@ noted:
   expected JSON value (tuples count as lists; numbers as above: an expected integer exactly, an
   expected float with the tolerance).
 
-The program cannot see the directories holding the problems files (nor the others the sandbox
-hides), so it cannot look its expected outputs up. Constructing the suite checks that the
-sandbox works here (a ConfigError if not).
+The expected outputs never enter the sandbox: the program gets a test's input only, and its
+output comes back here to be compared. The program cannot see the directories holding the
+problems files either (nor the others the sandbox hides): they are absent from its private root,
+outside its Landlock allow-list, or covered in its mount namespace, so it cannot look its expected
+outputs up. Constructing the suite checks that the sandbox works here and hides them (a
+ConfigError if not); with `visible_tests=True` (`--allow-visible-tests`) it judges where nothing
+hides them, and `judging` says so in summary.json.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -63,6 +66,7 @@ from ttc.adapters.suites._lcb_judge import (
     first_mismatch,
     last_line,
     lcb_prelude,
+    read_json,
     run_failure,
     values_match,
 )
@@ -94,6 +98,28 @@ def window(start: str | date | None, end: str | date | None) -> tuple[date | Non
     return first, last
 
 
+def _judging(report: Mapping[str, Any], visible_tests: bool) -> dict[str, Any] | None:
+    """What summary.json says of the judging under the sandbox's `report` (None: nothing, the
+    tests are hidden); a ConfigError where they are not and `visible_tests` was not asked for."""
+    if report["hidden_inputs"] != "not hidden":
+        return None
+    missing = report["missing"]
+    why = "; ".join(
+        f"{layer}: {missing[layer]}"
+        for layer in ("namespaces", "private root", "landlock")
+        if layer in missing
+    )
+    if not visible_tests:
+        raise ConfigError(
+            "livecodebench: the sandbox here cannot keep the test cases from the programs it "
+            f"judges (no private root and no Landlock allow-list: {why}), so a program could "
+            "print the expected outputs and pass. Run where namespaces or Landlock work "
+            "(docs/suites.md, 'The code sandbox'), or pass --allow-visible-tests to judge "
+            "anyway (summary.json records it)"
+        )
+    return {"tests_visible_to_programs": True, "why": why or "no file allow-list"}
+
+
 class LiveCodeBenchSuite(TemplatedSuite):
     """The paper's LiveCodeBench benchmark: the problems of a release window, judged by tests."""
 
@@ -107,6 +133,7 @@ class LiveCodeBenchSuite(TemplatedSuite):
         timeout_s: float = 6.0,
         memory_mb: int = 1024,
         source: Mapping[str, object] | None = None,
+        visible_tests: bool = False,
     ) -> None:
         paths = [path] if isinstance(path, str | Path) else list(path)
         if not paths:
@@ -124,12 +151,13 @@ class LiveCodeBenchSuite(TemplatedSuite):
         self.memory_mb = memory_mb
         self._items: list[Item] | None = None
         try:  # here rather than in the verifier workers, where a failure breaks the pool
-            protections()
+            report = protections()
         except SandboxUnavailable as exc:
             raise ConfigError(
                 f"livecodebench: judging runs programs in a sandbox, which does not work on this "
                 f"machine: {exc}"
             ) from None
+        self.judging = _judging(report, visible_tests)
 
     # Workers receive the suite pickled: judging needs only the settings (each Item carries its
     # tests), so the parsed file stays behind.
@@ -142,6 +170,7 @@ class LiveCodeBenchSuite(TemplatedSuite):
             "end": self.end,
             "timeout_s": self.timeout_s,
             "memory_mb": self.memory_mb,
+            "judging": self.judging,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -236,10 +265,12 @@ class LiveCodeBenchSuite(TemplatedSuite):
             why = last_line(result.stderr) or f"exit status {result.returncode}, no result"
             return f"runtime error: {clip(why, 200)[1:-1]}"
         got_text = result.stdout[at + len(RESULT_MARKER) :].strip()
-        try:
-            got, want = json.loads(got_text), json.loads(test.output)
-        except json.JSONDecodeError:
-            return f"wrong answer: unreadable result {clip(got_text)}"
+        got, unreadable = read_json(got_text)
+        if unreadable is not None:
+            return f"wrong answer: unreadable result ({unreadable}) {clip(got_text)}"
+        want, bad = read_json(test.output)
+        if bad is not None:
+            return f"the test's expected output is not JSON ({bad}): {clip(test.output)}"
         if values_match(got, want):
             return None
         return f"wrong answer: expected {clip(test.output.strip())}, got {clip(got_text)}"

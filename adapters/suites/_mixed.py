@@ -93,6 +93,10 @@ class MixedSuite(Suite):
         self.source: dict[str, Any] = {
             name: data_source(suite) for name, suite in self.suites.items()
         }
+        # What summary.json must say of a source's judging (e.g. LiveCodeBench's tests visible
+        # to the programs), per source.
+        judging = {name: dict(s.judging) for name, s in self.suites.items() if s.judging}
+        self.judging = judging or None
 
     # Workers only judge: they get the source suites (each pickles what its judge needs).
     def __getstate__(self) -> dict[str, Any]:

@@ -44,6 +44,8 @@ class SuiteOptions:
     suite_config: Path | None = None
     start: str | None = "2024-10-05"
     end: str | None = "2025-01-04"
+    # Judge code even where the sandbox cannot keep the tests from the programs (recorded).
+    visible_tests: bool = False
 
 
 def make_suite(name: str, data: Path | None, options: SuiteOptions | None = None) -> Suite:
@@ -94,11 +96,12 @@ def _livecodebench(data: Path | None, opts: SuiteOptions) -> Suite:
     from ttc.adapters.suites._hub import download_lcb
     from ttc.adapters.suites._livecodebench import LiveCodeBenchSuite, window
 
+    visible = opts.visible_tests
     if data is not None:
-        return LiveCodeBenchSuite(data, start=opts.start, end=opts.end)
+        return LiveCodeBenchSuite(data, start=opts.start, end=opts.end, visible_tests=visible)
     start, end = window(opts.start, opts.end)
     paths, source = download_lcb(start, end)
-    return LiveCodeBenchSuite(paths, start=start, end=end, source=source)
+    return LiveCodeBenchSuite(paths, start=start, end=end, source=source, visible_tests=visible)
 
 
 def data_source(suite: Suite) -> dict[str, Any] | None:

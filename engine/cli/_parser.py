@@ -66,6 +66,12 @@ def add_suite(g: argparse._ArgumentGroup, suite: str | None = "reasoning_gym") -
         default="2025-01-04",
         help="LiveCodeBench: last release date, included",
     )
+    g.add_argument(
+        "--allow-visible-tests",
+        action="store_true",
+        help="LiveCodeBench: judge even where the sandbox cannot keep the test cases from the "
+        "programs (no private root, no Landlock); summary.json records it",
+    )
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:

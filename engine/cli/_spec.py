@@ -89,6 +89,8 @@ class SuiteSpec:
     lcb_start: str | None = "2024-10-05"
     lcb_end: str | None = "2025-01-04"
     limit: int | None = None
+    # Judge code where the sandbox cannot hide the tests from the programs (recorded).
+    allow_visible_tests: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SuiteSpec:
@@ -101,6 +103,7 @@ class SuiteSpec:
             lcb_start=args.lcb_start,
             lcb_end=args.lcb_end,
             limit=args.limit,
+            allow_visible_tests=getattr(args, "allow_visible_tests", False),
         )
 
 

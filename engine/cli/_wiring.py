@@ -63,6 +63,7 @@ def make_suite(spec: SuiteSpec) -> Suite:
         suite_config=spec.suite_config,
         start=spec.lcb_start,
         end=spec.lcb_end,
+        visible_tests=spec.allow_visible_tests,
     )
     return make(spec.name, spec.data, options)
 

@@ -243,6 +243,9 @@ class Suite(abc.ABC):
     """
 
     name: str
+    # What summary.json must say of how this suite judged, where the verdicts are less than
+    # they seem (e.g. the programs could read the tests); None: nothing to say.
+    judging: Mapping[str, Any] | None = None
 
     @abc.abstractmethod
     def items(self) -> list[Item]:

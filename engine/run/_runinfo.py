@@ -131,6 +131,8 @@ class RunParts:
                 "hedged_copies": hedged,
             },
         }
+        if self.suite.judging:
+            extra["judging"] = dict(self.suite.judging)
         if state.simulated:
             extra["simulated"] = True
             extra["note"] = SIM_NOTE
