@@ -2,8 +2,8 @@
 
 Exit codes: 0 done; 2 bad input; 3 stopped by a budget (resumable); 4 stopped because the provider
 refuses the account (a bad key, an exhausted quota) or every request fails, the policy model's or
-a role model's (resumable); 75 a file of the run could not be written, e.g. a full disk
-(resumable); 130 interrupted (resumable).
+a role model's, or the run ended with samples that failed for good (resumable); 75 a file of the
+run could not be written, e.g. a full disk (resumable); 130 interrupted (resumable).
 """
 
 from __future__ import annotations
@@ -180,6 +180,15 @@ def stop_code(stopped: StopReason | None, out: Path) -> int:
     return stopped.exit_code
 
 
+def end_code(result: RunResult, out: Path) -> int:
+    """The exit code of a run: its stop reason's, else EXIT_PROVIDER if samples failed for good
+    (a line names the commonest cause), else 0; each with the command that goes on."""
+    if result.stopped is not None or result.failed is None:
+        return stop_code(result.stopped, out)
+    print(f"ttc: {result.failed}; send them again with: {ttc_command()} resume {out}")
+    return EXIT_PROVIDER
+
+
 async def cmd_run(spec: RunSpec, session: Session) -> int:
     """`ttc run`: one method; the exit code says whether and why it stopped early."""
     assert spec.method is not None
@@ -189,7 +198,7 @@ async def cmd_run(spec: RunSpec, session: Session) -> int:
         async with verifiers_for(spec.executor, suite, spec.verifier_workers) as session.verifiers:
             result = await run_one(spec, spec.method, out, suite, items, session, spec.resume)
     print_result(result, f"{spec.method} on {suite.name}", session.engines[-1])
-    return stop_code(result.stopped, out)
+    return end_code(result, out)
 
 
 async def cmd_compare(spec: RunSpec, session: Session) -> int:
@@ -222,6 +231,7 @@ async def _compare(
         (out / "invocation.json").write_bytes(orjson.dumps(invocation))
     runs: dict[str, list[dict[str, Any]]] = {}
     simulated = False
+    failed: list[str] = []  # each method's samples that failed for good
     # elim runs first; its warm-up samples are then shared with every other method, which
     # replays them from its journal instead of sending them again (same seed, same prompts).
     # A method begun before goes on from its journal (refused if that is gone); one not begun
@@ -245,6 +255,8 @@ async def _compare(
         code = stop_code(result.stopped, out)
         if code:
             return code
+        if result.failed is not None:
+            failed.append(f"{method}: {result.failed}")
     runs = {m: runs[m] for m in METHODS}
     table = compare_table(runs)
     title = f"{suite.name}, {len(items)} questions, seed {spec.seed}"
@@ -262,6 +274,9 @@ async def _compare(
     print(f"plot: {out / 'coverage_vs_tokens.png'}")
     if simulated:
         print(f"note: {SIM_NOTE}")
+    if failed:
+        print(f"ttc: {'; '.join(failed)}; send them again with: {ttc_command()} resume {out}")
+        return EXIT_PROVIDER
     return 0
 
 

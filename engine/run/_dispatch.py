@@ -92,6 +92,7 @@ class Landing:
             self.on_retry,
             seed=seed,
             cache=ctx.cache,
+            stopped=lambda: ctx.stopped,
         )
 
     async def land(

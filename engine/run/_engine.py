@@ -228,6 +228,9 @@ class Engine:
             ran = [stats.complete for stats in state.rounds]
             if self.stopped is None and ran == [True] * self.config.rounds:
                 self._watch.give_up()  # every round ran to its barrier
+            failed = self.budget.failed_for_good()
+            if failed is not None:
+                log.warning("%s", failed)
         return RunResult(
             state.items,
             state.records,
@@ -236,6 +239,7 @@ class Engine:
             None if self.rundir is None else self.rundir.path,
             state,
             self.stopped,
+            failed,
         )
 
     def _failed(self, exc: BaseException) -> None:

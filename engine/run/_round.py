@@ -90,6 +90,7 @@ class RoundRun:
         """Replays, then sends every remaining sample of `allotment`, judging each as it lands."""
         self.stats.active = len(allotment)
         self.stats.planned = sum(allotment.values())
+        self.ctx.budget.expect(self.stats.planned)
         self._snapshot(plan)
         replayed = await self._replay(allotment)
         self.stats.replayed = len(replayed)
@@ -242,6 +243,7 @@ class RoundRun:
         self.stats.retries += 1
         self.stats.rate_limited += error.kind == "rate_limited"
         key = self._key(job.row, job.k)
+        self.ctx.budget.attempt_failed(error)
         self.ctx.emit(Retried(*key, attempt, error.kind, str(error)[:500], round(delay, 3)))
 
     def on_landed(self, job: Job, outcome: Outcome) -> None:
