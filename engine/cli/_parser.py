@@ -281,6 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
         "and the ablations of section 5.3)",
     )
     _add_common(run)
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan's estimated cost (every round at its worst: every question K "
+        "times, each request at its output cap) and send nothing",
+    )
     cmp = sub.add_parser("compare", help="run unif/elim/rand/adpt sharing one warm-up")
     _add_common(cmp)
     cmp.set_defaults(method=None)  # it runs the main four

@@ -7,7 +7,11 @@ resumable) for one of three kinds of reason, each with the exit code `ttc` gives
   of samples (a share of those a round plans, at most FAILURE_STREAK), or of a role model's
   calls, failed with no answer between them, or the run's first FIRST_ATTEMPTS attempts all
   failed for one reason;
-- `BUDGET` (3): --max-cost or --max-output-tokens reached;
+- `BUDGET` (3): --max-cost or --max-output-tokens reached. Each request's worst case
+  (`_worstcase`) is reserved before it is sent (`RunBudget.admit`) and released once its usage
+  is accounted (`settle`): a request goes out only while what was spent and what is reserved
+  stay under the budget, so it is never passed by more than one request's worst case (the role
+  models' calls are counted once made, not reserved);
 - `INTERRUPTED` (130): the host asked (Ctrl-C, `Engine.stop`);
 - `FAILED` (1): an error that is not the provider's ended the run (the verifier processes
   could not start, an error in a suite's or provider's code); it is raised to the caller too.
@@ -18,6 +22,7 @@ summary.json's `stopped` says, its kind says the exit code.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import math
@@ -29,6 +34,7 @@ from ttc.engine.contract._config import RunConfig
 from ttc.engine.contract._errors import Fatal, ProviderError
 from ttc.engine.contract._state import RunState
 from ttc.engine.contract._types import Usage
+from ttc.engine.run._worstcase import Worst
 from ttc.engine.send._prices import Price
 
 log = logging.getLogger("ttc")
@@ -162,6 +168,16 @@ class RunBudget:
         # again), and of the attempts before the first answer (None once one came).
         self.failures: Counter[str] = Counter()
         self._first = FirstAttempts()
+        # The worst cases of the requests in flight, by sample key, and their totals.
+        self._reserved: dict[object, Worst] = {}
+        self._reserved_cost = 0.0
+        self._reserved_output = 0
+        self._settled: asyncio.Event | None = None  # set when a reservation ends, or a stop
+
+    @property
+    def reserves(self) -> bool:
+        """Whether requests are reserved before they are sent: the run has a budget."""
+        return self.config.max_cost_usd is not None or self.config.max_output_tokens is not None
 
     def is_stopped(self) -> bool:
         """Whether the run has stopped dispatching."""
@@ -172,6 +188,8 @@ class RunBudget:
         if self.stopped is None:
             self.stopped = reason
             log.warning("stopping: %s; requests in flight are finishing", reason)
+            if self._settled is not None:
+                self._settled.set()  # a request waiting for room is not sent
 
     def expect(self, planned: int) -> None:
         """A round plans `planned` samples: the failure streak that stops the run is a share of
@@ -247,6 +265,14 @@ class RunBudget:
         """What each role model's calls cost so far (None when it has no known price)."""
         return self.pricing.role_costs(self.role_usage(state))
 
+    def spent(self, state: RunState) -> float | None:
+        """What the run cost so far, the policy's calls and the role models' together (None:
+        the policy model has no known price)."""
+        cost = self.pricing.cost(state.total_usage())
+        if cost is None:
+            return None
+        return cost + sum(c for c in self.role_costs(state).values() if c is not None)
+
     def check(self, state: RunState) -> None:
         """Stops the run once it reaches --max-cost (the policy's calls and the role models'
         together) or --max-output-tokens (the policy's output tokens only)."""
@@ -256,11 +282,52 @@ class RunBudget:
         usage = state.total_usage()
         if cfg.max_output_tokens is not None and usage.output_tokens >= cfg.max_output_tokens:
             self.stop(StopReason.budget(f"--max-output-tokens {cfg.max_output_tokens:,} reached"))
-        cost = self.pricing.cost(usage)
-        if cfg.max_cost_usd is not None and cost is not None:
-            cost += sum(c for c in self.role_costs(state).values() if c is not None)
-            if cost >= cfg.max_cost_usd:
+        if cfg.max_cost_usd is not None:
+            cost = self.spent(state)
+            if cost is not None and cost >= cfg.max_cost_usd:
                 self.stop(StopReason.budget(f"--max-cost ${cfg.max_cost_usd:g} reached"))
+
+    def _room(self, state: RunState) -> bool:
+        """Whether what was spent and what is reserved leave room under every budget."""
+        cfg = self.config
+        if cfg.max_output_tokens is not None:
+            spent = state.total_usage().output_tokens + self._reserved_output
+            if spent >= cfg.max_output_tokens:
+                return False
+        if cfg.max_cost_usd is not None:
+            cost = self.spent(state)
+            if cost is not None and cost + self._reserved_cost >= cfg.max_cost_usd:
+                return False
+        return True
+
+    async def admit(self, state: RunState, key: object, worst: Worst) -> bool:
+        """Reserves request `key`'s worst case once the budgets have room for it (what was spent
+        and what is reserved under each), waiting for requests in flight to settle while they
+        have none; False once the run stops (the request is not sent)."""
+        while True:
+            self.check(state)
+            if self.stopped is not None:
+                return False
+            if self._room(state):
+                break
+            if self._settled is None:
+                self._settled = asyncio.Event()
+            self._settled.clear()
+            await self._settled.wait()
+        self._reserved[key] = worst
+        self._reserved_cost += worst.cost or 0.0
+        self._reserved_output += worst.output_tokens
+        return True
+
+    def settle(self, key: object) -> None:
+        """Request `key` is accounted (its usage counts as spent): its reservation ends."""
+        worst = self._reserved.pop(key, None)
+        if worst is None:
+            return
+        self._reserved_cost = max(0.0, self._reserved_cost - (worst.cost or 0.0))
+        self._reserved_output -= worst.output_tokens
+        if self._settled is not None:
+            self._settled.set()
 
 
 def cause(error: ProviderError) -> str:

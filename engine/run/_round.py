@@ -112,7 +112,11 @@ class RoundRun:
     async def _send(self, jobs: Iterator[Job], to_send: int) -> None:
         sender = self.landing.sender(0)
         # Fed through the limiter: once all are taken, stragglers are hedged.
-        await self.landing.land(self.ctx.limiter.fed(jobs), sender.send_with_retry, to_send)
+        fed = self.ctx.limiter.fed(jobs)
+        if self.ctx.budget.reserves:  # each sent once the budget has room for its worst case
+            await self.landing.land(self.landing.admitted(fed), sender.send_with_retry, to_send)
+        else:
+            await self.landing.land(fed, sender.send_with_retry, to_send)
 
     def _sent(self) -> None:
         self.stats.sent += 1
@@ -311,6 +315,8 @@ class RoundRun:
         stats, state = self.stats, self.state
         stats.samples += 1
         stats.usage = stats.usage + usage
+        if not self._replaying:  # counted now: its reservation ends
+            self.ctx.budget.settle((self.t, row, k))
         if reward is not None:
             stats.judge_calls += reward.error is None
             stats.judge_usage = stats.judge_usage + reward.usage

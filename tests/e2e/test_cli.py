@@ -260,3 +260,20 @@ def test_ttc_run_on_every_data_suite(
     assert summary["suite"] == ("word_problems" if suite == "custom" else suite)
     assert summary["questions"] == min(12, summary["questions"])
     assert summary["solved"] > 0
+
+
+def test_dry_run_prints_the_plans_worst_case_cost_and_sends_nothing(tmp_path: Path) -> None:
+    # No key, no server: nothing is built that could send, and no directory is written.
+    args = ["run", "--provider", "openai", "--model", "gpt-4.1-mini", "--limit", "5", "-k", "2"]
+    args += ["--max-tokens", "100", "--dry-run", "--out", str(tmp_path / "run")]
+    proc = ttc(*args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("round 1: 10 requests, at most ")
+    assert "1,000 output tokens" in lines[0]
+    (plan,) = [x for x in lines if x.startswith("plan (adpt, 5 questions, K=2, 4 rounds): ")]
+    assert "40 requests" in plan
+    assert "4,000 output tokens" in plan
+    assert "at most $" in plan
+    assert lines[-1] == "dry run: nothing was sent"
+    assert not (tmp_path / "run").exists()
