@@ -675,3 +675,23 @@ async def test_a_key_given_as_api_key_env_is_refused_unrepeated(tmp_path: Path, 
         await cmd_batch(args)
     assert value not in str(caught.value)
     assert not journal_path(tmp_path / "out.jsonl").exists()
+
+
+def test_via_batch_api_refuses_several_models_or_too_many_embedding_inputs_at_once() -> None:
+    from ttc.engine.cli._batchapi import refused
+    from ttc.engine.cli._batchio import BatchJob
+
+    def job(i: int, url: str, **body: Any) -> BatchJob:
+        return BatchJob(i, f"r{i}", url, body)
+
+    mixed = [job(0, CHAT, model="a"), job(1, "/v1/embeddings", model="e"), job(2, CHAT, model="b")]
+    why = refused(mixed, None)
+    assert why is not None
+    assert "one model per batch" in why
+    assert "'a' on line 1, 'b' on line 3" in why
+    assert refused(mixed, "m") is None  # --model names one for every request
+    many = [job(i, "/v1/embeddings", model="e", input=["x"] * 10_000) for i in range(6)]
+    why = refused(many, None)
+    assert why is not None
+    assert "at most 50,000 embedding inputs" in why
+    assert refused(many[:5], None) is None
