@@ -2,6 +2,14 @@
 
 from ttc.adapters.suites._answers import extract_last_boxed
 from ttc.adapters.suites._base import TemplatedSuite
+from ttc.adapters.suites._datadir import (
+    DATA_DIR_ENV,
+    DATA_FILES,
+    HUB_SUITES,
+    data_dir,
+    local_data,
+    no_local_data,
+)
 from ttc.adapters.suites._generic import GenericSuite
 from ttc.adapters.suites._generic_config import GenericConfig
 from ttc.adapters.suites._gpqa import GPQASuite
@@ -14,7 +22,10 @@ from ttc.adapters.suites._records import Table
 from ttc.adapters.suites._suites import SUITES, SuiteOptions, data_source, make_suite
 
 __all__ = [
+    "DATA_DIR_ENV",
+    "DATA_FILES",
     "HUB",
+    "HUB_SUITES",
     "LCB_REPO",
     "MIXED_SOURCES",
     "SUITES",
@@ -30,7 +41,10 @@ __all__ = [
     "SuiteOptions",
     "Table",
     "TemplatedSuite",
+    "data_dir",
     "data_source",
     "extract_last_boxed",
+    "local_data",
     "make_suite",
+    "no_local_data",
 ]

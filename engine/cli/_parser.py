@@ -43,8 +43,14 @@ def add_suite(g: argparse._ArgumentGroup, suite: str | None = "reasoning_gym") -
     g.add_argument(
         "--data",
         type=Path,
-        help="the suite's data file (default for math500, minerva, gpqa, livecodebench: the "
-        "Hugging Face Hub's copy; custom needs one)",
+        help="the suite's data file (default for math500, minerva, gpqa: its file in the data "
+        "directory, $TTC_DATA_DIR or ../shared/data beside the project; custom needs one)",
+    )
+    g.add_argument(
+        "--hub",
+        action="store_true",
+        help="with no --data and no file in the data directory, read the Hugging Face Hub's "
+        "copy (math500, minerva, gpqa, livecodebench); without it nothing is downloaded",
     )
     g.add_argument("--suite-config", type=Path, help="JSON/TOML config of a custom suite")
     g.add_argument(

@@ -89,6 +89,8 @@ class SuiteSpec:
     lcb_start: str | None = "2024-10-05"
     lcb_end: str | None = "2025-01-04"
     limit: int | None = None
+    # --hub: with no --data and no file in the data directory, read the Hugging Face Hub's copy.
+    hub: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SuiteSpec:
@@ -101,6 +103,7 @@ class SuiteSpec:
             lcb_start=args.lcb_start,
             lcb_end=args.lcb_end,
             limit=args.limit,
+            hub=bool(getattr(args, "hub", False)),
         )
 
 

@@ -19,9 +19,10 @@ TTC = str(Path(sys.executable).with_name("ttc"))
 
 def ttc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     # Each test gets its own response cache, so no test sees another's answers; the Hugging Face
-    # Hub is off, with an empty cache, so a suite given no --data fails alike everywhere.
+    # Hub is off, with an empty cache, and the data directory empty, so a suite given no --data
+    # fails alike everywhere.
     env = {**os.environ, "TTC_CACHE_DIR": str(cwd / ".ttc-cache"), "HF_HUB_OFFLINE": "1",
-           "HF_HOME": str(cwd / ".hf")}  # fmt: skip
+           "HF_HOME": str(cwd / ".hf"), "TTC_DATA_DIR": str(cwd / ".no-data")}  # fmt: skip
     return subprocess.run(
         [TTC, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
     )
