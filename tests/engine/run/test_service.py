@@ -34,12 +34,14 @@ from ttc.engine import (
     RunStarted,
     SampleLanded,
     StopKind,
+    StopReason,
     StreamEvent,
     Verdict,
     VerifierError,
 )
 from ttc.engine.contract import FloatArray
 from ttc.engine.run import FAILURE_STREAK, VerifierPool
+from ttc.engine.run._engine import CANCELLED
 
 FAST = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01)
 
@@ -258,6 +260,11 @@ async def test_closing_the_stream_early_cancels_the_run_which_resumes(tmp_path: 
                 if isinstance(event, SampleLanded):
                     break
         assert not e.running
+    # Why it stopped is recorded and logged: not `stopped: null`, as a run that ended.
+    assert e.stopped == StopReason(StopKind.INTERRUPTED, CANCELLED)
+    assert summary(tmp_path)["stopped"] == CANCELLED
+    assert summary(tmp_path)["complete"] is False
+    assert CANCELLED in (tmp_path / "run.log").read_text()
     landed = {ev["item"] for ev in journal(tmp_path) if ev["ev"] == "sample"}
     assert 0 < len(landed) < 40
     fresh = ScriptedProvider({f"q{i}": [f"right:q{i}"] for i in range(40)})
