@@ -132,7 +132,9 @@ async def run_one(
             result = await engine.run(items)
     if engine.cache is not None:
         cache = engine.cache
-        print(f"cache: {cache.misses} requests sent, {cache.hits} answered from the cache")
+        # `ttc compare` prints one a method: each says whose it is.
+        whose = f" ({method})" if spec.method is None else ""
+        print(f"cache{whose}: {cache.misses} requests sent, {cache.hits} answered from the cache")
     return result
 
 
@@ -377,6 +379,8 @@ def resume_argv(run_dir: Path, extra: Sequence[str]) -> tuple[list[str], str]:
                     if any(a == flag or a.startswith(flag + "=") for a in extra):
                         argv = without_flag(argv, flag)
                 return [*argv, *extra, "--resume", "--out", str(run_dir.resolve())], cwd
+    if not run_dir.exists():
+        raise DataError(f"{run_dir}: no such directory (give the run directory `ttc run` made)")
     raise DataError(f"{run_dir}: not a run directory made by `ttc run` or `ttc compare`")
 
 

@@ -91,12 +91,18 @@ def test_ttc_run_end_to_end_on_40_problems(tmp_path: Path) -> None:
     assert any(e["demos"] for e in events if e["ev"] == "sample" and e["round"] >= 2)
 
 
+COMPARED_ORDER = ("elim", "unif", "rand", "adpt")  # as `ttc compare` runs them
+
+
 @pytest.mark.slow
 def test_ttc_compare_shares_the_warmup_and_plots(tmp_path: Path) -> None:
     out = tmp_path / "cmp"
     args = ["--per-task", "5", "--embedder", "lexical", "--workers", "1", "--out", str(out)]
     proc = ttc("compare", *args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    # One cache line a method, each saying whose (four unlabelled `cache:` lines before).
+    caches = [x for x in proc.stdout.splitlines() if x.startswith("cache")]
+    assert [x.split(":")[0] for x in caches] == [f"cache ({m})" for m in COMPARED_ORDER]
     for method in ("unif", "elim", "rand", "adpt"):
         assert method in proc.stdout
         summary = check_consistent(out / method)

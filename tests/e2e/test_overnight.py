@@ -221,3 +221,9 @@ def test_ttc_resume_of_something_that_is_not_a_run(tmp_path: Path) -> None:
     proc = ttc(tmp_path, "resume", str(tmp_path))
     assert proc.returncode == 2
     assert "not a run directory" in proc.stderr
+
+
+def test_ttc_resume_of_a_missing_directory_says_it_is_missing(tmp_path: Path) -> None:
+    proc = ttc(tmp_path, "resume", str(tmp_path / "runs" / "nonexistent"))
+    assert proc.returncode == 2
+    assert f"{tmp_path / 'runs' / 'nonexistent'}: no such directory" in proc.stderr
