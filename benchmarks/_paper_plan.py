@@ -28,7 +28,14 @@ from typing import Any
 
 import orjson
 
-from ttc.adapters.suites import MIXED_SOURCES, HubUnavailable, MixedSuite, data_source
+from ttc.adapters.suites import (
+    DATA_FILES,
+    MIXED_SOURCES,
+    HubUnavailable,
+    MixedSuite,
+    data_dir,
+    data_source,
+)
 from ttc.engine import ConfigError, Item, RunConfig, Sampling, Suite
 from ttc.engine.cli import BatchSpec, ProviderSpec, RunSpec, SuiteSpec, suite_and_items
 from ttc.engine.contract import OPERATIONAL
@@ -36,17 +43,13 @@ from ttc.engine.journal import items_sha256
 from ttc.engine.strategy import preset
 
 REPO = Path(__file__).resolve().parents[1]
-DATA_DIR = REPO.parent / "shared" / "data"
+# Where `ttc run` looks too: $TTC_DATA_DIR, else ../shared/data beside the project.
+DATA_DIR = data_dir()
 LCB_FIXTURE = REPO / "tests" / "data" / "lcb_fixture.jsonl"
 # `--lcb-data fixture`: the 7-problem test fixture above, all its dates.
 FIXTURE = "fixture"
-# Where each suite's file lives under --data-dir (the layout of ../shared/data); a file not there
-# is read from the Hugging Face Hub instead.
-DATA_FILES = {
-    "math500": Path("math500") / "test.jsonl",
-    "minerva": Path("minerva_math") / "test.jsonl",
-    "gpqa": Path("gpqa_diamond") / "gpqa_diamond.jsonl.gz",
-}
+# Each suite's file under --data-dir (DATA_FILES, the layout of ../shared/data); a file not there
+# is read from the Hugging Face Hub only with --hub.
 MATCHED = ("unif", "da")
 
 
@@ -66,6 +69,9 @@ class GridOptions:
     api_key_env: str | None = None
     per_task: int = 100
     data_dir: Path = DATA_DIR
+    # --hub: a suite with no local file is read from the Hugging Face Hub (else: an error, or for
+    # LiveCodeBench with sim, the built-in fixture).
+    hub: bool = False
     lcb_data: Path | None = None
     lcb_start: str | None = "2024-10-05"
     lcb_end: str | None = "2025-01-04"
@@ -217,10 +223,10 @@ def data_sources(outcomes: Sequence[Any]) -> dict[str, str]:
 
 
 def load_suite(opts: GridOptions, name: str) -> LoadedSuite:
-    """The suite `name`: its file under --data-dir (or --lcb-data) if there is one, else the
-    Hugging Face Hub's copy, cut to its limit. LiveCodeBench with `sim` falls back to the test
-    fixture, with a note, when the Hub cannot be reached; otherwise no data is a ConfigError
-    naming the flag to give."""
+    """The suite `name`: its file under --data-dir (or --lcb-data) if there is one, else with
+    --hub the Hugging Face Hub's copy, cut to its limit. LiveCodeBench with `sim` is the built-in
+    test fixture, with a note, without --hub (or when the Hub cannot be reached); otherwise no
+    data is a ConfigError naming the flag to give. Nothing is downloaded without --hub."""
     if name == "mixed":
         return load_mixed(opts)
     data: Path | None = None
@@ -231,6 +237,11 @@ def load_suite(opts: GridOptions, name: str) -> LoadedSuite:
         data = opts.lcb_data
         if str(data) == FIXTURE:
             return _loaded(opts, name, LCB_FIXTURE, _FIXTURE_NOTE, (None, None))
+    if data is None and name in (*DATA_FILES, "livecodebench") and not opts.hub:
+        if name == "livecodebench" and opts.simulated:
+            note = f"livecodebench: no --lcb-data and no --hub, so {_FIXTURE_NOTE}"
+            return _loaded(opts, name, LCB_FIXTURE, note, (None, None))
+        raise ConfigError(_no_local(opts, name))
     try:
         loaded = _loaded(opts, name, data, None, (start, end))
     except HubUnavailable as exc:
@@ -267,6 +278,21 @@ _FIXTURE_NOTE = (
 )
 
 
+def _no_local(opts: GridOptions, name: str) -> str:
+    """The one-line error of a suite with no local file, the Hub not allowed."""
+    if name == "livecodebench":
+        return (
+            "--lcb-data: the livecodebench questions have no local file: give --lcb-data FILE "
+            "(code_generation_lite JSONL), or --hub to read the Hugging Face Hub's copy"
+        )
+    missing = opts.data_dir / DATA_FILES[name]
+    return (
+        f"--data-dir: the {name} questions have no local file ({missing} is not there): give "
+        f"--data-dir DIR holding {DATA_FILES[name]} (the default: $TTC_DATA_DIR, else "
+        "../shared/data beside the project), or --hub to read the Hugging Face Hub's copy"
+    )
+
+
 def _no_data(opts: GridOptions, name: str, exc: HubUnavailable) -> str:
     """The one-line error of a suite with neither a local file nor the Hub's copy."""
     if name == "livecodebench":
@@ -291,6 +317,7 @@ def _loaded(
         lcb_start=window[0],
         lcb_end=window[1],
         limit=opts.limits.get(name),
+        hub=opts.hub,
     )
     suite, items = suite_and_items(spec)
     if not items:

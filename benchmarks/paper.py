@@ -116,9 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "with sim: 100 per suite)")  # fmt: skip
     g.add_argument("--per-task", type=int, default=100, help="Reasoning Gym problems per task")
     g.add_argument("--data-dir", type=Path, default=DATA_DIR,
-                   help="math500, minerva, gpqa files (else: the Hugging Face Hub's)")  # fmt: skip
-    g.add_argument("--lcb-data", type=Path, help="LiveCodeBench JSONL (default: the Hub's, in "
-                   f"the window; `{FIXTURE}` or sim off the Hub: a 7-problem fixture)")  # fmt: skip
+                   help="math500, minerva, gpqa files (default: $TTC_DATA_DIR, else ../shared/data "
+                   "beside the project; as `ttc run` looks)")  # fmt: skip
+    g.add_argument("--hub", action="store_true", help="a suite with no file (no --lcb-data): "
+                   "the Hugging Face Hub's copy; without it nothing is downloaded")  # fmt: skip
+    g.add_argument("--lcb-data", type=Path, help="LiveCodeBench JSONL (default with --hub: the "
+                   f"Hub's, in the window; `{FIXTURE}` or sim without --hub: a 7-problem "
+                   "fixture)")  # fmt: skip
     g.add_argument("--lcb-start", default="2024-10-05", help="LiveCodeBench: first release date")
     g.add_argument("--lcb-end", default="2025-01-04", help="LiveCodeBench: last release date")
     g = p.add_argument_group("Algorithm 1 and the methods")
@@ -264,6 +268,7 @@ def options_from(args: argparse.Namespace, argv: Sequence[str]) -> GridOptions:
         api_key_env=args.api_key_env,
         per_task=args.per_task,
         data_dir=args.data_dir,
+        hub=args.hub,
         lcb_data=args.lcb_data,
         lcb_start=args.lcb_start,
         lcb_end=args.lcb_end,

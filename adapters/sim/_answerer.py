@@ -18,7 +18,7 @@ from ttc.adapters.sim._admission import Stats
 from ttc.adapters.sim._options import ServeOptions
 from ttc.adapters.sim._promptmap import PromptMap
 from ttc.adapters.sim._prose import prose, stable_hash
-from ttc.adapters.sim._sim import SimConfig, SimProvider
+from ttc.adapters.sim._sim import SimConfig, SimProvider, thought
 from ttc.adapters.sim._wire import Call, estimate_tokens
 from ttc.engine import Completion, Item, Request, Suite, Usage
 from ttc.retrieval import LexicalEmbedder
@@ -69,9 +69,7 @@ class Answerer:
                 texts.append(f"{text}\n\n{answer}" if text else answer)
                 finish.append("stop")
             output += tokens
-        thinking = round(self.options.sim_thinking * output)
-        if s.thinking_budget is not None:
-            thinking = min(thinking, s.thinking_budget * call.n)
+        thinking = thought(self.options.sim_thinking, output, s, call.n)
         usage = Usage(estimate_tokens("".join(m.content for m in call.messages)), output, thinking)
         return Completion(tuple(texts), usage, tuple(finish), model="sim-generic")
 

@@ -47,11 +47,12 @@ from ttc.engine import (
     Item,
     Provider,
     Request,
+    Sampling,
     Suite,
     Usage,
 )
 
-__all__ = ["SimConfig", "SimDifficulty", "SimJudge", "SimProvider", "SimRoleConfig"]
+__all__ = ["SimConfig", "SimDifficulty", "SimJudge", "SimProvider", "SimRoleConfig", "thought"]
 
 # The temperature at which the simulator's success model is as configured (the paper's default).
 REFERENCE_TEMPERATURE = 0.3
@@ -240,10 +241,7 @@ class SimProvider(Provider):
                 texts.append(answer)
                 finish.append("stop")
             output_tokens += tokens
-        thinking = round(cfg.thinking_ratio * output_tokens)
-        budget = request.sampling.thinking_budget
-        if budget is not None:
-            thinking = min(thinking, budget * request.n)
+        thinking = thought(cfg.thinking_ratio, output_tokens, request.sampling, request.n)
         prompt_chars = sum(len(m.content) for m in request.messages)
         usage = Usage(
             input_tokens=math.ceil(prompt_chars / cfg.chars_per_token),
@@ -373,3 +371,20 @@ class SimDifficulty(_SimRole):
         z = (d - sim.difficulty_mean) / sim.difficulty_std if sim.difficulty_std else 0.0
         rating = 5.5 + 1.5 * z + float(rng.normal(0.0, cfg.rating_std))
         return self._reply(request, f"Difficulty: {int(min(10, max(1, round(rating))))}")
+
+
+# Thinking tokens per output token of a request that turns thinking on (a thinking budget above
+# 0) when no ratio is set (`thinking_ratio`, `ttc serve --sim-thinking`): a thinking model asked
+# to think does, about as much as it writes, within its budget.
+ASKED_THINKING_RATIO = 1.0
+
+
+def thought(ratio: float, output_tokens: int, sampling: Sampling, n: int) -> int:
+    """The thinking tokens of a completion of `output_tokens`: `ratio` per output token, or
+    ASKED_THINKING_RATIO when none is set and the request asks for thinking; at most its
+    thinking budget per sample."""
+    budget = sampling.thinking_budget
+    if not ratio and budget is not None and budget > 0:
+        ratio = ASKED_THINKING_RATIO
+    thinking = round(ratio * output_tokens)
+    return thinking if budget is None else min(thinking, budget * n)

@@ -9,6 +9,12 @@ from ttc._lazy import lazy_names
 if TYPE_CHECKING:
     from ttc.adapters.suites._answers import extract_last_boxed as extract_last_boxed
     from ttc.adapters.suites._base import TemplatedSuite as TemplatedSuite
+    from ttc.adapters.suites._datadir import DATA_DIR_ENV as DATA_DIR_ENV
+    from ttc.adapters.suites._datadir import DATA_FILES as DATA_FILES
+    from ttc.adapters.suites._datadir import HUB_SUITES as HUB_SUITES
+    from ttc.adapters.suites._datadir import data_dir as data_dir
+    from ttc.adapters.suites._datadir import local_data as local_data
+    from ttc.adapters.suites._datadir import no_local_data as no_local_data
     from ttc.adapters.suites._generic import GenericSuite as GenericSuite
     from ttc.adapters.suites._generic_config import GenericConfig as GenericConfig
     from ttc.adapters.suites._gpqa import GPQASuite as GPQASuite
@@ -29,20 +35,26 @@ if TYPE_CHECKING:
 
 # Each public name, and the module it is loaded from on first use (`_lazy`).
 _HOMES: dict[str, str] = {
+    "data_dir": "ttc.adapters.suites._datadir",
+    "DATA_DIR_ENV": "ttc.adapters.suites._datadir",
+    "DATA_FILES": "ttc.adapters.suites._datadir",
     "data_source": "ttc.adapters.suites._suites",
     "extract_last_boxed": "ttc.adapters.suites._answers",
     "GenericConfig": "ttc.adapters.suites._generic_config",
     "GenericSuite": "ttc.adapters.suites._generic",
     "GPQASuite": "ttc.adapters.suites._gpqa",
     "HUB": "ttc.adapters.suites._hub",
+    "HUB_SUITES": "ttc.adapters.suites._datadir",
     "HubDataset": "ttc.adapters.suites._hub",
     "HubUnavailable": "ttc.adapters.suites._hub",
     "LCB_REPO": "ttc.adapters.suites._hub",
     "LiveCodeBenchSuite": "ttc.adapters.suites._livecodebench",
+    "local_data": "ttc.adapters.suites._datadir",
     "make_suite": "ttc.adapters.suites._suites",
     "MathSuite": "ttc.adapters.suites._math",
     "MIXED_SOURCES": "ttc.adapters.suites._mixed",
     "MixedSuite": "ttc.adapters.suites._mixed",
+    "no_local_data": "ttc.adapters.suites._datadir",
     "ReasoningGymSuite": "ttc.adapters.suites._reasoning_gym",
     "SuiteOptions": "ttc.adapters.suites._suites",
     "SUITES": "ttc.adapters.suites._suites",
@@ -51,7 +63,10 @@ _HOMES: dict[str, str] = {
 }
 
 __all__ = [
+    "DATA_DIR_ENV",
+    "DATA_FILES",
     "HUB",
+    "HUB_SUITES",
     "LCB_REPO",
     "MIXED_SOURCES",
     "SUITES",
@@ -67,9 +82,12 @@ __all__ = [
     "SuiteOptions",
     "Table",
     "TemplatedSuite",
+    "data_dir",
     "data_source",
     "extract_last_boxed",
+    "local_data",
     "make_suite",
+    "no_local_data",
 ]
 
 __getattr__, __dir__ = lazy_names(__name__, _HOMES)

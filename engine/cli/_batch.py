@@ -91,8 +91,8 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def cmd_batch(args: argparse.Namespace) -> int:
-    """`ttc batch INPUT --out OUTPUT`: 0 all lines written; 4 the provider refuses the account,
-    130 interrupted (both resumable)."""
+    """`ttc batch INPUT --out OUTPUT`: 0 all lines written; 4 the provider refuses the account
+    or requests ended in an error, 130 interrupted (all resumable)."""
     from ttc.adapters import Connection, OpenAIProvider
     from ttc.adapters.providers import require_env_name
     from ttc.engine.cli._provider_flags import key_named
@@ -232,7 +232,17 @@ def _ending(args: argparse.Namespace, summary: BatchSummary | None) -> int:
         return EXIT_INTERRUPTED
     print_summary(summary)
     if summary.errors:
-        print(f"{summary.errors:,} requests ended in an error; send them again with: {hint}")
+        commonest = ""
+        if summary.cause is not None:
+            why, count = summary.cause
+            share = "all" if count == summary.errors else f"{count:,}"
+            commonest = f" ({share} of them: {why})"
+        print(
+            f"ttc: {summary.errors:,} requests ended in an error{commonest}; send them again "
+            f"with: {hint}",
+            file=sys.stderr,
+        )
+        return EXIT_PROVIDER
     return 0
 
 

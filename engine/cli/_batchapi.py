@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import orjson
 
-from ttc.engine import ConfigError, ProviderError
+from ttc.engine import ConfigError, DataError, ProviderError
 from ttc.engine._util import Unreadable
 from ttc.engine._util._nofollow import open_file, temp_file
 from ttc.engine._util._records import json_object, read_lines
@@ -44,6 +44,10 @@ __all__ = ["via_batch_api"]
 EXIT_DEADLINE = 3  # as `ttc run` stopped by a limit: resumable
 MAX_REQUESTS = 50_000
 MAX_BYTES = 200 * 1024 * 1024
+# OpenAI's Batch API: an embeddings batch holds at most this many inputs across its requests,
+# and a batch's requests all name one model (a file of several fails validation as a whole).
+MAX_EMBEDDING_INPUTS = 50_000
+CHAT = "/v1/chat/completions"
 _UNDONE = {"expired": "batch_expired", "cancelled": "batch_cancelled", "failed": "batch_failed"}
 
 
@@ -126,6 +130,37 @@ class _Journal:
         return found[-1] if found else None
 
 
+def refused(jobs: list[BatchJob], model: str | None) -> str | None:
+    """What OpenAI's Batch API will not take of the input, in a line (None: nothing): a url
+    whose requests name more than one model, or an embeddings url of over 50,000 inputs. Said
+    before anything is uploaded."""
+    models: dict[str, dict[str, int]] = {}
+    inputs: dict[str, int] = {}
+    for job in jobs:
+        first = models.setdefault(job.url, {})
+        first.setdefault(str(model or job.body.get("model")), job.index + 1)
+        if job.url == "/v1/embeddings":
+            given = job.body.get("input")
+            inputs[job.url] = inputs.get(job.url, 0) + (
+                len(given) if isinstance(given, list) else 1
+            )
+    for url, named in models.items():
+        if len(named) > 1:
+            (a, line_a), (b, line_b) = list(named.items())[:2]
+            return (
+                f"the Batch API takes one model per batch, and the {url} requests name "
+                f"several ({a!r} on line {line_a}, {b!r} on line {line_b}); give --model, or "
+                "split the input"
+            )
+    for url, count in inputs.items():
+        if count > MAX_EMBEDDING_INPUTS:
+            return (
+                f"the Batch API takes at most {MAX_EMBEDDING_INPUTS:,} embedding inputs a batch, "
+                f"and the {url} requests have {count:,}; split the input"
+            )
+    return None
+
+
 def _parts(jobs: list[BatchJob], model: str | None) -> list[_Part]:
     parts: list[_Part] = []
     current: dict[str, _Part] = {}
@@ -162,6 +197,32 @@ async def _submit(api: OpenAIBatchAPI, journal: _Journal, part: _Part, tag: str)
     status = await api.create(part.file_id, tag, part.url)
     part.batch_id = status.id
     journal.write(PartCreated(part.number, status.id))
+
+
+async def _submit_all(
+    api: OpenAIBatchAPI,
+    journal: _Journal,
+    parts: list[_Part],
+    sha256: str,
+    source: str,
+    say: Callable[[str], None],
+) -> None:
+    """Submits every part (or finds its batch). Chat batches last: a server that refuses
+    another endpoint (`ttc serve` serves chat only) refuses it before any batch is bought, and
+    that is said in a line (DataError); the parts keep their numbers."""
+    for part in sorted(parts, key=lambda p: (p.url == CHAT, p.number)):
+        try:
+            await _submit(api, journal, part, f"ttc-batch-{sha256[:16]}-p{part.number}")
+        except ProviderError as exc:
+            if exc.retryable or any(p.batch_id for p in parts):
+                raise
+            raise DataError(
+                f"{source}: --via-batch-api: the server's Batch API refuses the {part.url} "
+                f"requests ({exc}); nothing was bought: send them without --via-batch-api, or "
+                "leave them out"
+            ) from None
+        count = f"{len(part.ids):,} requests"
+        say(f"part {part.number + 1}/{len(parts)}: batch {part.batch_id} ({count})")
 
 
 class _Overdue(Exception):
@@ -214,19 +275,19 @@ def _keep(
     lines: dict[str, dict[str, Any]],
     held: set[str],
     output: list[dict[str, Any] | Unreadable],
-    refused: Counter[str],
+    left_out: Counter[str],
 ) -> None:
     """Adds a part's output lines to `lines` by custom id. What the server sent is input: a
     line that is no JSON object, one for an id the part never sent, and a second one for an
-    id are counted in `refused` and left out."""
+    id are counted in `left_out` and left out."""
     for line in output:
         cid = None if isinstance(line, Unreadable) else str(line.get("custom_id"))
         if cid is None:
-            refused["unreadable lines"] += 1
+            left_out["unreadable lines"] += 1
         elif cid not in held:
-            refused["for ids never sent"] += 1
+            left_out["for ids never sent"] += 1
         elif cid in lines:
-            refused["repeated ids"] += 1
+            left_out["repeated ids"] += 1
         else:
             lines[cid] = cast(dict[str, Any], line)
 
@@ -238,6 +299,9 @@ async def via_batch_api(args: argparse.Namespace, provider: OpenAIProvider) -> i
     out = Path(args.out)
     scan = scan_input(Path(args.input), need_model=args.model is None)
     jobs = list(iter_jobs(scan.path, bytearray()))
+    why = refused(jobs, args.model)
+    if why is not None:  # before anything is written or bought
+        raise DataError(f"{args.input}: --via-batch-api: {why}")
     journal = _Journal(out.with_name(out.name + ".batchapi"), scan)
 
     def say(text: str) -> None:
@@ -249,22 +313,17 @@ async def via_batch_api(args: argparse.Namespace, provider: OpenAIProvider) -> i
     started = time.monotonic()
     try:
         parts = _parts(jobs, args.model)
-        for part in parts:
-            await _submit(api, journal, part, f"ttc-batch-{scan.sha256[:16]}-p{part.number}")
-            say(
-                f"part {part.number + 1}/{len(parts)}: batch {part.batch_id} "
-                f"({len(part.ids):,} requests)"
-            )
+        await _submit_all(api, journal, parts, scan.sha256, args.input, say)
         try:
             statuses = await _wait(api, parts, args.batch_poll, say)
         except _Overdue as late:
             print(f"ttc batch: stopped: {late}; the same command polls it again", file=sys.stderr)
             return EXIT_DEADLINE
         lines: dict[str, dict[str, Any]] = {}
-        refused: Counter[str] = Counter()
+        left_out: Counter[str] = Counter()
         for part in parts:
             status = statuses[part.number]
-            _keep(lines, set(part.ids), await api.output_lines(status), refused)
+            _keep(lines, set(part.ids), await api.output_lines(status), left_out)
             for cid in part.ids:
                 if cid not in lines:
                     code = _UNDONE.get(status.status, "batch_incomplete")
@@ -279,10 +338,10 @@ async def via_batch_api(args: argparse.Namespace, provider: OpenAIProvider) -> i
                     }
     finally:
         await api.aclose()
-    if refused:
+    if left_out:
         print(
-            f"ttc batch: {sum(refused.values()):,} results refused "
-            f"({', '.join(f'{n:,} {what}' for what, n in refused.items())}); the others are kept",
+            f"ttc batch: {sum(left_out.values()):,} results refused "
+            f"({', '.join(f'{n:,} {what}' for what, n in left_out.items())}); the others are kept",
             file=sys.stderr,
         )
     tmp = out.with_name(out.name + ".tmp")

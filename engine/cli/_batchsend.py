@@ -20,7 +20,7 @@ import itertools
 import logging
 import random
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +42,7 @@ from ttc.engine.cli._batchio import (
 from ttc.engine.contract._errors import ConfigError, Fatal, ProviderError, RateLimited
 from ttc.engine.contract._types import RateInfo
 from ttc.engine.journal._lock import RunLock
+from ttc.engine.run._budget import FirstAttempts, cause
 from ttc.engine.send._limiter import Limiter
 from ttc.engine.send._retry import RetryPolicy
 from ttc.engine.send._sender import Sender
@@ -81,6 +82,8 @@ class BatchSummary:
     journal: Path
     # Why the provider refused the account (a bad key, a quota), when it stopped the batch.
     refusal: str | None = None
+    # The commonest cause of this run's requests that ended in an error, and how many it ended.
+    cause: tuple[str, int] | None = None
 
     @property
     def interrupted(self) -> bool:
@@ -264,14 +267,19 @@ class _Batch:
         self.progress, self.stop = progress, stop
         self.estimator = _Estimator()
         self.refusal: str | None = None
+        self.causes: Counter[str] = Counter()  # of the requests that ended in an error
+        self.first = FirstAttempts()  # every attempt alike failing: stop at once
         # No provider: raw calls go through `call_with_retry`, which takes its own retry hook.
-        self.sender = Sender(None, policy.limiter, policy.retry, policy.timeout_s)
+        self.sender = Sender(
+            None, policy.limiter, policy.retry, policy.timeout_s, stopped=stop.is_set
+        )
 
     async def send(self, job: BatchJob) -> None:
         body = job.body if self.model is None else {**job.body, "model": self.model}
         path = job.url.removeprefix("/v1")
 
         def hook(attempt: int, error: ProviderError, delay: float) -> None:
+            self._refused(self.first.failed(error))
             self.progress.retried(error)
             log.debug("%s: attempt %d: %s; retry in %.1fs", job.custom_id, attempt, error, delay)
 
@@ -283,13 +291,24 @@ class _Batch:
             self.estimator.estimate(job), call, self.estimator.account, hook
         )
         result, error, attempts = outcome
-        if isinstance(error, Fatal) and error.stops_run and self.refusal is None:
-            self.refusal = str(error)[:300]
-            log.warning("stopping: the provider refuses: %s", self.refusal)
-            self.stop.set()
+        if error is None:
+            self.first.answered()
+        else:
+            self.causes[cause(error)] += 1
+            self._refused(self.first.failed(error))
+        if isinstance(error, Fatal) and error.stops_run:
+            self._refused(str(error)[:300])
         line = output_line(job, result, error)
         self.journal.record(job.index, line, final=result is not None, attempts=attempts)
         self.progress.landed(usage_tokens(result[1]) if result else 0, error)
+
+    def _refused(self, why: str | None) -> None:
+        """The provider refuses (`why`, None: it does not): the batch stops, the first reason
+        stands."""
+        if why is not None and self.refusal is None:
+            self.refusal = why
+            log.warning("stopping: the provider refuses: %s", why)
+            self.stop.set()
 
 
 async def run_batch(
@@ -351,6 +370,7 @@ async def run_batch(
         output=None if interrupted else output_path,
         journal=journal.path,
         refusal=batch.refusal,
+        cause=batch.causes.most_common(1)[0] if batch.causes else None,
     )
 
 

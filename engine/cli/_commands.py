@@ -2,8 +2,8 @@
 
 Exit codes: 0 done; 2 bad input; 3 stopped by a budget (resumable); 4 stopped because the provider
 refuses the account (a bad key, an exhausted quota) or every request fails, the policy model's or
-a role model's (resumable); 75 a file of the run could not be written, e.g. a full disk
-(resumable); 130 interrupted (resumable).
+a role model's, or the run ended with samples that failed for good (resumable); 75 a file of the
+run could not be written, e.g. a full disk (resumable); 130 interrupted (resumable).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import orjson
 from ttc.engine import StopKind, StopReason, Verifiers
 from ttc.engine._util import redact_argv, withheld
 from ttc.engine._util._records import read_json
+from ttc.engine.cli._batchmode import batch_price
 from ttc.engine.cli._executor import verifiers_for
 from ttc.engine.cli._metrics import metrics_served
 from ttc.engine.cli._progress import Progress
@@ -38,7 +39,7 @@ from ttc.engine.cli._wiring import (
 from ttc.engine.contract._config import METHODS
 from ttc.engine.contract._errors import ConfigError, DataError
 from ttc.engine.contract._state import RunState
-from ttc.engine.contract._types import Item, Suite
+from ttc.engine.contract._types import Item, Suite, Usage
 from ttc.engine.journal._journal import read_journal
 from ttc.engine.journal._lock import LOCK_NAME, RunLock
 from ttc.engine.journal._rundir import RunDir, round_row, write_atomic
@@ -47,6 +48,9 @@ from ttc.engine.report._tables import compare_table, round_table
 from ttc.engine.run._engine import Engine
 from ttc.engine.run._result import RunResult
 from ttc.engine.run._runinfo import SIM_NOTE, require_journal, run_begun
+from ttc.engine.run._worstcase import plan_cost
+from ttc.engine.send._prices import flex_price_for, parse_price, price_for
+from ttc.engine.strategy._strategy import preset
 
 if TYPE_CHECKING:
     from ttc.engine.cli._prometheus import Metrics
@@ -129,7 +133,9 @@ async def run_one(
             result = await engine.run(items)
     if engine.cache is not None:
         cache = engine.cache
-        print(f"cache: {cache.misses} requests sent, {cache.hits} answered from the cache")
+        # `ttc compare` prints one a method: each says whose it is.
+        whose = f" ({method})" if spec.method is None else ""
+        print(f"cache{whose}: {cache.misses} requests sent, {cache.hits} answered from the cache")
     return result
 
 
@@ -181,16 +187,67 @@ def stop_code(stopped: StopReason | None, out: Path) -> int:
     return stopped.exit_code
 
 
+def end_code(result: RunResult, out: Path) -> int:
+    """The exit code of a run: its stop reason's, else EXIT_PROVIDER if samples failed for good
+    (a line names the commonest cause), else 0; each with the command that goes on."""
+    if result.stopped is not None or result.failed is None:
+        return stop_code(result.stopped, out)
+    print(f"ttc: {result.failed}; send them again with: {ttc_command()} resume {out}")
+    return EXIT_PROVIDER
+
+
 async def cmd_run(spec: RunSpec, session: Session) -> int:
     """`ttc run`: one method; the exit code says whether and why it stopped early."""
     assert spec.method is not None
     suite, items = suite_and_items(spec.suite)
+    if spec.dry_run:
+        return await dry_run(spec, spec.method, suite, items)
     out = out_dir(spec)
     with metrics_served(spec.metrics_port, spec.metrics_addr) as session.metrics:
         async with verifiers_for(spec.executor, suite, spec.verifier_workers) as session.verifiers:
             result = await run_one(spec, spec.method, out, suite, items, session, spec.resume)
     print_result(result, f"{spec.method} on {suite.name}", session.engines[-1])
-    return stop_code(result.stopped, out)
+    return end_code(result, out)
+
+
+async def dry_run(spec: RunSpec, method: str, suite: Suite, items: list[Item]) -> int:
+    """`ttc run --dry-run`: the plan's worst-case cost, round by round; nothing is sent or
+    written."""
+    config = run_config(spec, method, suite=suite, items=items)
+    # No provider is built (no key is needed): the price is the one the run would have.
+    model = spec.provider.model or spec.provider.kind
+    price = parse_price(spec.price) if spec.price else None
+    if price is None and spec.provider.service_tier == "flex":
+        price = flex_price_for(model)
+    price = price_for(model, batch_price(price, model, spec.batch))
+    strategy = preset(config, suite.name)
+    plan = plan_cost(config, suite, items, price, demonstrations=strategy.needs_embeddings)
+    for r in plan.rounds:
+        print(f"round {r.round}: {_worst_line(r.requests, r.usage, r.cost)}")
+    print(
+        f"plan ({method}, {len(items)} questions, K={config.k}, {config.rounds} rounds): "
+        f"{_worst_line(plan.requests, plan.usage, plan.cost)}"
+    )
+    if price is None:
+        print(f"no known price for {model}: give one with --price INPUT,OUTPUT")
+    if not plan.capped:
+        out = plan.rounds[0].usage.output_tokens // max(1, plan.rounds[0].requests)
+        print(f"no --max-tokens: each request's output is taken as {out:,} tokens, a guess")
+    if config.max_cost_usd is not None:
+        print(
+            f"--max-cost ${config.max_cost_usd:g}: the run stops there (passed by at most one "
+            "request's worst case)"
+        )
+    print("dry run: nothing was sent")
+    return 0
+
+
+def _worst_line(requests: int, usage: Usage, cost: float | None) -> str:
+    cost_text = "cost unknown" if cost is None else f"at most ${cost:.4f}"
+    return (
+        f"{requests:,} requests, at most {usage.input_tokens:,} input and "
+        f"{usage.output_tokens + usage.thinking_tokens:,} output tokens, {cost_text}"
+    )
 
 
 async def cmd_compare(spec: RunSpec, session: Session) -> int:
@@ -223,6 +280,7 @@ async def _compare(
         write_atomic(out / "invocation.json", orjson.dumps(invocation))
     runs: dict[str, list[dict[str, Any]]] = {}
     simulated = False
+    failed: list[str] = []  # each method's samples that failed for good
     # elim runs first; its warm-up samples are then shared with every other method, which
     # replays them from its journal instead of sending them again (same seed, same prompts).
     # A method begun before goes on from its journal (refused if that is gone); one not begun
@@ -246,6 +304,8 @@ async def _compare(
         code = stop_code(result.stopped, out)
         if code:
             return code
+        if result.failed is not None:
+            failed.append(f"{method}: {result.failed}")
     runs = {m: runs[m] for m in METHODS}
     table = compare_table(runs)
     title = f"{suite.name}, {len(items)} questions, seed {spec.seed}"
@@ -264,6 +324,9 @@ async def _compare(
     print(f"plot: {out / 'coverage_vs_tokens.png'}")
     if simulated:
         print(f"note: {SIM_NOTE}")
+    if failed:
+        print(f"ttc: {'; '.join(failed)}; send them again with: {ttc_command()} resume {out}")
+        return EXIT_PROVIDER
     return 0
 
 
@@ -318,6 +381,8 @@ def resume_argv(run_dir: Path, extra: Sequence[str]) -> tuple[list[str], str]:
                     if without_flag(list(extra), flag) != list(extra):
                         argv = without_flag(argv, flag)
                 return [*argv, *extra, "--resume", "--out", str(run_dir.resolve())], cwd
+    if not run_dir.exists():
+        raise DataError(f"{run_dir}: no such directory (give the run directory `ttc run` made)")
     raise DataError(f"{run_dir}: not a run directory made by `ttc run` or `ttc compare`")
 
 

@@ -44,8 +44,14 @@ def add_suite(g: argparse._ArgumentGroup, suite: str | None = "reasoning_gym") -
     g.add_argument(
         "--data",
         type=Path,
-        help="the suite's data file (default for math500, minerva, gpqa, livecodebench: the "
-        "Hugging Face Hub's copy; custom needs one)",
+        help="the suite's data file (default for math500, minerva, gpqa: its file in the data "
+        "directory, $TTC_DATA_DIR or ../shared/data beside the project; custom needs one)",
+    )
+    g.add_argument(
+        "--hub",
+        action="store_true",
+        help="with no --data and no file in the data directory, read the Hugging Face Hub's "
+        "copy (math500, minerva, gpqa, livecodebench); without it nothing is downloaded",
     )
     g.add_argument("--suite-config", type=Path, help="JSON/TOML config of a custom suite")
     g.add_argument(
@@ -306,6 +312,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             "(Appendix B and the ablations of section 5.3)",
         )
         _add_common(run)
+        run.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="print the plan's estimated cost (every round at its worst: every question K "
+            "times, each request at its output cap) and send nothing",
+        )
     cmp = sub.add_parser("compare", help="run unif/elim/rand/adpt sharing one warm-up")
     if wanted("compare"):
         _add_compare(cmp)

@@ -2,7 +2,10 @@
 
 A `RunObserver` of the engine: a ticker task renders every `every_s` seconds from the run's own
 totals, so a run that waits on slow requests still shows that it is alive. Nothing here changes
-what the run does.
+what the run does. The live line always fits the terminal's width, on one line (a line longer
+than the terminal wraps, and `\r` then redraws only its last part, so a narrow terminal got a
+new line every tick): the full line when it fits, else a compact one, else its first fields,
+cut with `…`; it is redrawn in place and the rest of the terminal's line erased.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import shutil
 import sys
 import time
 from collections import deque
@@ -39,8 +44,11 @@ class Progress(RunObserver):
         live: bool = False,
         every_s: float | None = None,
         stream: TextIO | None = None,
+        columns: Callable[[], int] | None = None,
     ) -> None:
         self.live = live
+        # The terminal's width, read at every redraw (a terminal may be resized).
+        self.columns = columns or self._terminal_columns
         self.every_s = every_s if every_s is not None else (0.5 if live else 10.0)
         self.stream = stream or sys.stderr
         self._state: RunState | None = None
@@ -103,7 +111,7 @@ class Progress(RunObserver):
                 await self._ticker
             self._ticker = None
         if self.live and self._width:
-            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.write("\r" + ERASE)
             self.stream.flush()
 
     async def _tick(self) -> None:
@@ -123,9 +131,24 @@ class Progress(RunObserver):
     def line(self) -> str:
         """The status line: round, done/planned, solved and coverage, tokens, cost, rate, errors,
         ETA."""
+        return " | ".join(self._fields(compact=False))
+
+    def fitted(self, width: int) -> str:
+        """The status line in at most `width` characters: the full line, else the compact one,
+        else the compact one's first fields (the round, solved, the ETA kept last), cut."""
+        full = " | ".join(self._fields(compact=False))
+        if len(full) <= width:
+            return full
+        fields = self._fields(compact=True)
+        while len(fields) > 2 and len(" | ".join(fields)) > width:
+            del fields[-2]  # the ETA stays; the fields before it go, last first
+        text = " | ".join(fields)
+        return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+    def _fields(self, *, compact: bool) -> list[str]:
         state = self._state
         if state is None or not state.rounds:
-            return "starting"
+            return ["starting"]
         stats: RoundStats = state.rounds[-1]
         usage = Usage()
         for s in state.rounds:
@@ -137,28 +160,62 @@ class Progress(RunObserver):
         planned = stats.planned
         rate = self.per_minute()
         cost = self._cost(usage)
-        cost_text = f"${cost:.4f}" if cost is not None else "price unknown"
         # Before its samples are planned, a round is choosing demonstrations.
         done = f"{stats.samples}/{planned}" if planned else "planning"
         if self._waiting is not None:
             what, since = self._waiting
             done = f"waiting for {what}, {time.monotonic() - since:.0f} s"
-        return (
-            f"round {stats.round}/{self._rounds} {done} | solved {solved}/{state.n}, coverage "
-            f"{100 * covered / state.n:.1f}% | tokens in {usage.input_tokens:,} out "
-            f"{usage.output_tokens:,} think {usage.thinking_tokens:,} | {cost_text} | "
-            f"{rate:.0f} req/min | 429s {limited} retries {retries} | "
-            + _eta(planned - stats.samples, rate)
-        )
+        eta = _eta(planned - stats.samples, rate)
+        coverage = 100 * covered / state.n
+        if compact:
+            return [
+                f"r{stats.round}/{self._rounds} {done}",
+                f"solved {solved}/{state.n} {coverage:.1f}%",
+                f"out {_short(usage.output_tokens + usage.thinking_tokens)}",
+                f"${cost:.4f}" if cost is not None else "$?",
+                f"{rate:.0f}/min",
+                f"429s {limited} retries {retries}",
+                eta,
+            ]
+        return [
+            f"round {stats.round}/{self._rounds} {done}",
+            f"solved {solved}/{state.n}, coverage {coverage:.1f}%",
+            f"tokens in {usage.input_tokens:,} out {usage.output_tokens:,} think "
+            f"{usage.thinking_tokens:,}",
+            f"${cost:.4f}" if cost is not None else "price unknown",
+            f"{rate:.0f} req/min",
+            f"429s {limited} retries {retries}",
+            eta,
+        ]
 
     def render(self) -> None:
-        text = self.line()
         if self.live:
+            # One column spare: a line that fills the last one wraps on some terminals.
+            text = self.fitted(max(20, self.columns() - 1))
             self._width = max(self._width, len(text))
-            self.stream.write("\r" + text.ljust(self._width))
+            self.stream.write("\r" + text + ERASE)
             self.stream.flush()
         else:
-            log.info("%s", text)
+            log.info("%s", self.line())
+
+    def _terminal_columns(self) -> int:
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns
+        except (AttributeError, OSError, ValueError):
+            return shutil.get_terminal_size().columns
+
+
+# Erases the rest of the terminal's line (ANSI EL): what a longer earlier line left is gone.
+ERASE = "\x1b[K"
+
+
+def _short(tokens: int) -> str:
+    """A token count in a few characters: 950, 12.3k, 4.56M."""
+    if tokens < 1000:
+        return str(tokens)
+    if tokens < 1_000_000:
+        return f"{tokens / 1000:.1f}k"
+    return f"{tokens / 1_000_000:.2f}M"
 
 
 def _eta(remaining: int, per_minute: float) -> str:

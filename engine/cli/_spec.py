@@ -91,6 +91,8 @@ class SuiteSpec:
     limit: int | None = None
     # Judge code where the sandbox cannot hide the tests from the programs (recorded).
     allow_visible_tests: bool = False
+    # --hub: with no --data and no file in the data directory, read the Hugging Face Hub's copy.
+    hub: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SuiteSpec:
@@ -104,6 +106,7 @@ class SuiteSpec:
             lcb_end=args.lcb_end,
             limit=args.limit,
             allow_visible_tests=getattr(args, "allow_visible_tests", False),
+            hub=bool(getattr(args, "hub", False)),
         )
 
 
@@ -183,6 +186,8 @@ class RunSpec:
     # The run directory; None: not named (`ttc run --resume` with no --out is refused).
     out: Path | None = None
     resume: bool = False
+    # `ttc run --dry-run`: the plan's worst-case cost printed, nothing sent.
+    dry_run: bool = False
     live: bool = False
     grace_s: float = 30.0
     # --metrics-port (0: any free port; None: no metrics served) and the address it binds.
@@ -268,6 +273,7 @@ class RunSpec:
             # A new run's directory is named now, so an interrupt can always say where it is.
             out=args.out or (None if args.resume else default_out(method or "compare")),
             resume=args.resume,
+            dry_run=bool(getattr(args, "dry_run", False)),
             live=sys.stderr.isatty() if args.live is None else bool(args.live),
             grace_s=args.grace,
             metrics_port=args.metrics_port,

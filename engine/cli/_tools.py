@@ -69,6 +69,12 @@ async def cmd_verify(args: argparse.Namespace) -> int:
     # Without --suite, the suite assumed is said in the summary, and in an error, which may come
     # of it (ids of another suite).
     assumed = " (no --suite given)" if args.suite is None else ""
+    if args.suite is None and args.data is not None:
+        # The default suite generates its questions: with a file, the suite it holds is missing.
+        raise ConfigError(
+            f"--suite: --data {args.data} is given but no --suite: name the suite whose "
+            "questions it holds (math500, minerva, gpqa, livecodebench, custom)"
+        )
     args.suite = args.suite or VERIFY_SUITE
     suite = make_suite(SuiteSpec.from_args(args))
     out = args.out or args.responses.with_suffix(".verdicts.jsonl")

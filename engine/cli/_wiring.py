@@ -54,9 +54,12 @@ ROLE_FLAGS = {"judge": "judge_model", "difficulty": "difficulty_model"}
 
 
 def make_suite(spec: SuiteSpec) -> Suite:
-    """The suite a SuiteSpec names; ConfigError naming the flag when it does not fit."""
+    """The suite a SuiteSpec names; ConfigError naming the flag when it does not fit. With no
+    --data, a Hub suite's file is looked for in the data directory; the Hub is asked only with
+    --hub."""
     from ttc.adapters import SuiteOptions
     from ttc.adapters import make_suite as make
+    from ttc.adapters.suites import HUB_SUITES, local_data, no_local_data
 
     options = SuiteOptions(
         per_task=spec.per_task,
@@ -65,7 +68,12 @@ def make_suite(spec: SuiteSpec) -> Suite:
         end=spec.lcb_end,
         visible_tests=spec.allow_visible_tests,
     )
-    return make(spec.name, spec.data, options)
+    data = spec.data
+    if data is None and spec.name in HUB_SUITES:
+        data = local_data(spec.name)
+        if data is None and not spec.hub:
+            raise ConfigError(no_local_data(spec.name))
+    return make(spec.name, data, options)
 
 
 def suite_and_items(spec: SuiteSpec) -> tuple[Suite, list[Item]]:

@@ -196,9 +196,7 @@ def legend_below(fig: Any, axes: Any, lines: int, rounds_axis: bool = False) -> 
     if not seen:
         return
     cols = min(len(seen), 2 if max(len(k) for k in seen) > 24 else 4)
-    half = (lines - 1) / 2
-    across = f"±{NUDGE_X_PT * half:g} pt across and " if rounds_axis else ""
-    note = f"lines shifted up to {across}±{NUDGE_Y_PT * half:g} pt up or down, so equal ones show"
+    note = nudge_note(lines, rounds_axis)
     fig.legend(
         list(seen.values()),
         list(seen),
@@ -261,3 +259,15 @@ def plot_coverage(runs: Mapping[str, Sequence[Mapping[str, Any]]], path: Path, t
         for method, rounds in runs.items()
     ]
     return plot_lines({"": lines}, path, title, xlabel="cumulative output tokens")
+
+
+def nudge_note(lines: int, rounds_axis: bool) -> str:
+    """What a legend says of the drawing offsets of `lines` coinciding lines: in typographic
+    points of the drawing (1/72 inch), never in the data's units (it read "±2.25 pt", which a
+    reader of coverage takes for percentage points)."""
+    half = (lines - 1) / 2
+    across = f"±{NUDGE_X_PT * half:g} across and " if rounds_axis else ""
+    return (
+        f"lines drawn up to {across}±{NUDGE_Y_PT * half:g} up or down apart (in points of the "
+        "drawing, 1/72 in, not data), so equal ones show"
+    )

@@ -10,7 +10,8 @@ needs nothing else of the round, and `run/batch` never imports it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from ttc.engine.contract._config import RunConfig
@@ -22,6 +23,7 @@ from ttc.engine.run._roles import RoleCaller
 from ttc.engine.run._scheduler import Answered, run_round
 from ttc.engine.run._stream import SolvedWatch
 from ttc.engine.run._verify import Verifiers
+from ttc.engine.run._worstcase import worst_of
 from ttc.engine.send._cache import ProviderCache
 from ttc.engine.send._limiter import Limiter
 from ttc.engine.send._retry import RetryPolicy
@@ -92,7 +94,13 @@ class Landing:
             self.on_retry,
             seed=seed,
             cache=ctx.cache,
+            stopped=lambda: ctx.stopped,
         )
+
+    def admitted(self, jobs: Iterable[Job]) -> AsyncIterator[Job]:
+        """`jobs`, each once the run budget has reserved its worst case (`RunBudget.admit`:
+        released when the sample is accounted); none once the run stops."""
+        return _Admitted(self, iter(jobs))
 
     async def land(
         self,
@@ -121,3 +129,33 @@ class Landing:
             stopped=lambda: ctx.stopped,
             on_failure=ctx.fail,
         )
+
+
+class _Admitted:
+    """Jobs taken one at a time, each once the run budget has room for its worst case; the
+    workers that share it wait their turn (an async generator cannot be awaited twice at once)."""
+
+    def __init__(self, landing: Landing, jobs: Iterator[Job]) -> None:
+        self.landing, self.jobs = landing, jobs
+        self.turn = asyncio.Lock()
+        self.done = False
+
+    def __aiter__(self) -> _Admitted:
+        return self
+
+    async def __anext__(self) -> Job:
+        async with self.turn:
+            job = None if self.done else next(self.jobs, None)
+            if job is not None:
+                landing = self.landing
+                ctx = landing.ctx
+                worst = worst_of(job.request, ctx.budget.pricing.price, ctx.outputs)
+                key = (landing.round, job.row, job.k)
+                if await ctx.budget.admit(landing.state, key, worst):
+                    return job
+            if not self.done:
+                self.done = True
+                close = getattr(self.jobs, "close", None)
+                if close is not None:  # the limiter's feed ends with it (stragglers hedged)
+                    close()
+            raise StopAsyncIteration

@@ -68,6 +68,10 @@ from ttc.retrieval import (
 
 log = logging.getLogger("ttc")
 
+# Why a run stops that its host cancelled: its stream (`Engine.stream`) closed before it ended,
+# or the task running it cancelled.
+CANCELLED = "cancelled by the host (the run's stream closed, or its task cancelled)"
+
 
 class Engine:
     """Runs a test set through a provider with a strategy; use as `async with Engine(...)`.
@@ -178,7 +182,8 @@ class Engine:
     def stream(self, items: Sequence[Item] | None = None) -> AsyncGenerator[StreamEvent, None]:
         """Algorithm 1 over `items` (the suite's items by default), as an async iterator of its
         events as they happen (see `_stream`), ending with `RunEnded`; a run that fails raises
-        from it. Close it early (`contextlib.aclosing`) to cancel the run."""
+        from it. Close it early (`contextlib.aclosing`) to cancel the run: its summary says it
+        was stopped (`CANCELLED`), and its log says so too."""
         return stream_of(lambda sink: self._run(items, sink))
 
     async def run(self, items: Sequence[Item] | None = None) -> RunResult:
@@ -223,6 +228,10 @@ class Engine:
             done, embedding = await self._open(stack, state, timer)
             try:
                 await self._rounds(state, done, embedding, timer)
+            except asyncio.CancelledError:
+                # Logged in the run's own context (its run.log), and summary.json's `stopped`.
+                self.budget.stop(StopReason.interrupted(CANCELLED))
+                raise
             except Exception as exc:
                 # Written into summary.json as the run's reason to stop, and raised as itself.
                 self._failed(exc)
@@ -230,6 +239,9 @@ class Engine:
             ran = [stats.complete for stats in state.rounds]
             if self.stopped is None and ran == [True] * self.config.rounds:
                 self._watch.give_up()  # every round ran to its barrier
+            failed = self.budget.failed_for_good()
+            if failed is not None:
+                log.warning("%s", failed)
         return RunResult(
             state.items,
             state.records,
@@ -238,6 +250,7 @@ class Engine:
             None if self.rundir is None else self.rundir.path,
             state,
             self.stopped,
+            failed,
         )
 
     def _failed(self, exc: BaseException) -> None:

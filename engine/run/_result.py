@@ -27,6 +27,9 @@ class RunResult:
     state: RunState | None = None
     # Why the run stopped early (None: it was not stopped).
     stopped: StopReason | None = None
+    # The samples of this session that failed for good, and their commonest cause, in a line
+    # (None: none did). A resumed run sends them again.
+    failed: str | None = None
 
     @property
     def complete(self) -> bool:

@@ -90,6 +90,7 @@ class RoundRun:
         """Replays, then sends every remaining sample of `allotment`, judging each as it lands."""
         self.stats.active = len(allotment)
         self.stats.planned = sum(allotment.values())
+        self.ctx.budget.expect(self.stats.planned)
         self._snapshot(plan)
         replayed = await self._replay(allotment)
         self.stats.replayed = len(replayed)
@@ -111,7 +112,11 @@ class RoundRun:
     async def _send(self, jobs: Iterator[Job], to_send: int) -> None:
         sender = self.landing.sender(0)
         # Fed through the limiter: once all are taken, stragglers are hedged.
-        await self.landing.land(self.ctx.limiter.fed(jobs), sender.send_with_retry, to_send)
+        fed = self.ctx.limiter.fed(jobs)
+        if self.ctx.budget.reserves:  # each sent once the budget has room for its worst case
+            await self.landing.land(self.landing.admitted(fed), sender.send_with_retry, to_send)
+        else:
+            await self.landing.land(fed, sender.send_with_retry, to_send)
 
     def _sent(self) -> None:
         self.stats.sent += 1
@@ -242,6 +247,7 @@ class RoundRun:
         self.stats.retries += 1
         self.stats.rate_limited += error.kind == "rate_limited"
         key = self._key(job.row, job.k)
+        self.ctx.budget.attempt_failed(error)
         self.ctx.emit(Retried(*key, attempt, error.kind, str(error)[:500], round(delay, 3)))
 
     def on_landed(self, job: Job, outcome: Outcome) -> None:
@@ -309,6 +315,8 @@ class RoundRun:
         stats, state = self.stats, self.state
         stats.samples += 1
         stats.usage = stats.usage + usage
+        if not self._replaying:  # counted now: its reservation ends
+            self.ctx.budget.settle((self.t, row, k))
         if reward is not None:
             stats.judge_calls += reward.error is None
             stats.judge_usage = stats.judge_usage + reward.usage

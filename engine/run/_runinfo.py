@@ -240,13 +240,25 @@ def _said(value: Any, flag: str) -> str:
     return f"no {flag}" if value is None else repr(value)
 
 
+# How a resume's mismatch names each part of a run's set-up.
+_SETUP_NAMES = {
+    "suite": "the suite",
+    "items": "a different number of questions:",
+    "items_sha256": "different questions (their checksum):",
+    "provider": "the provider",
+    "model": "the model",
+    "strategy": "the strategy",
+    "roles": "the role models",
+}
+
+
 def _check_same_setup(before: dict[str, Any], now: dict[str, Any], out: Path | None) -> None:
     """The same test set, models and strategy, sent to the same endpoint."""
     for key in ("suite", "items", "items_sha256", "provider", "model", "strategy", "roles"):
         if before.get(key) != now.get(key):
             raise ConfigError(
-                f"--resume: the run in {out} had a different {key} "
-                f"({before.get(key)!r}, now {now.get(key)!r})"
+                f"--resume: the run in {out} had {_SETUP_NAMES.get(key, key)} "
+                f"{before.get(key)!r}, now {now.get(key)!r}"
             )
     # Runs made before endpoints were recorded have none: nothing to compare. Those made before
     # credentials were redacted may hold them: compared, and quoted, without.

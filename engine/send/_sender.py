@@ -62,12 +62,17 @@ def _no_retry_hook(job: Job, attempt: int, error: ProviderError, delay: float) -
     return None
 
 
+def _never() -> bool:
+    return False
+
+
 class Sender:
     """Sends through the limiter with a per-attempt timeout, retrying as the policy says.
 
     `provider` may be None for a sender that only makes raw calls (`call_with_retry`). `cache`,
     if given, answers `send_with_retry` before any rate-limit slot is taken, and keeps every
-    completion bought.
+    completion bought. Once `stopped()` is true, a failed attempt is not tried again (a resumed
+    run sends the request anew).
     """
 
     def __init__(
@@ -80,8 +85,10 @@ class Sender:
         seed: int = 0,
         *,
         cache: ProviderCache | None = None,
+        stopped: Callable[[], bool] = _never,
     ) -> None:
         self.provider = provider
+        self.stopped = stopped
         self.cache = cache
         self.limiter = limiter
         self.policy = policy
@@ -147,13 +154,15 @@ class Sender:
                 return result, None, attempt
             except ProviderError as exc:
                 error = exc
-            if not self.policy.should_retry(attempt, error):
+            if not self.policy.should_retry(attempt, error) or self.stopped():
                 return None, error, attempt
             # The retry waits at least the provider's retry-after (the policy's floor); other
             # requests go on, paced by the limiter whose cap the refusal has cut.
             delay = self.policy.delay(attempt, error, self._rng)
             on_retry(attempt, error, delay)
             await asyncio.sleep(delay)
+            if self.stopped():  # the run stopped while this request waited
+                return None, error, attempt
 
     async def call_limited(
         self,

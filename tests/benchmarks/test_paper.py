@@ -25,7 +25,6 @@ import paper  # noqa: E402
 from _paper_grid import Outcome  # noqa: E402
 from _paper_plan import (  # noqa: E402
     DATA_DIR,
-    DATA_FILES,
     GridOptions,
     cell_dir,
     load_suite,
@@ -47,6 +46,7 @@ from _paper_report import (  # noqa: E402
 from fakes import figure_fits  # noqa: E402
 
 from ttc.adapters import SimConfig, SimProvider  # noqa: E402
+from ttc.adapters.suites import DATA_FILES  # noqa: E402
 from ttc.engine import Completion, ConfigError, Item, Provider, Request, Sampling, Suite  # noqa: E402
 from ttc.engine.contract import sample_seed  # noqa: E402
 from ttc.engine.journal import items_sha256  # noqa: E402

@@ -203,3 +203,34 @@ def test_ttc_batch_via_batch_api_resumes_without_a_second_batch(tmp_path: Path) 
         return x["response"]["status_code"], body["choices"][0]["message"]["content"], body["usage"]
 
     assert [answer(x) for x in out] == [answer(x) for x in ref]
+
+
+@pytest.mark.slow
+def test_ttc_batch_via_batch_api_refuses_what_the_server_will_not_take_before_buying(
+    tmp_path: Path,
+) -> None:
+    # 30 chat lines and one /v1/embeddings line, which `ttc serve`'s Batch API (chat only)
+    # refuses: it used to create the chat batch, then crash on every run with a traceback and no
+    # output. Now the embeddings batch is asked for first, refused in one line, nothing bought.
+    lines = [
+        {"custom_id": f"c{i}", "method": "POST", "url": "/v1/chat/completions",
+         "body": {"model": "sim", "messages": [{"role": "user", "content": f"Add {i} and 1."}]}}
+        for i in range(30)
+    ]  # fmt: skip
+    lines.append({"custom_id": "e0", "method": "POST", "url": "/v1/embeddings",
+                  "body": {"model": "sim", "input": "hello"}})  # fmt: skip
+    (tmp_path / "in.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    server = Server(tmp_path, *SUITE, "--batch-delay", "1")
+    try:
+        url = ["--base-url", server.url + "/v1"]
+        proc = ttc(tmp_path, "batch", "in.jsonl", "--out", "out.jsonl", *url, "--via-batch-api",
+                   "--batch-poll", "0.5")  # fmt: skip
+        held = batches(server)
+    finally:
+        server.stop()
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    (said,) = [x for x in proc.stderr.splitlines() if "--via-batch-api" in x]
+    assert "refuses the /v1/embeddings requests" in said
+    assert "nothing was bought" in said
+    assert held == []  # no chat batch was created, so none is lost

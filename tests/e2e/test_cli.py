@@ -19,9 +19,10 @@ TTC = str(Path(sys.executable).with_name("ttc"))
 
 def ttc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     # Each test gets its own response cache, so no test sees another's answers; the Hugging Face
-    # Hub is off, with an empty cache, so a suite given no --data fails alike everywhere.
+    # Hub is off, with an empty cache, and the data directory empty, so a suite given no --data
+    # fails alike everywhere.
     env = {**os.environ, "TTC_CACHE_DIR": str(cwd / ".ttc-cache"), "HF_HUB_OFFLINE": "1",
-           "HF_HOME": str(cwd / ".hf")}  # fmt: skip
+           "HF_HOME": str(cwd / ".hf"), "TTC_DATA_DIR": str(cwd / ".no-data")}  # fmt: skip
     return subprocess.run(
         [TTC, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
     )
@@ -90,12 +91,18 @@ def test_ttc_run_end_to_end_on_40_problems(tmp_path: Path) -> None:
     assert any(e["demos"] for e in events if e["ev"] == "sample" and e["round"] >= 2)
 
 
+COMPARED_ORDER = ("elim", "unif", "rand", "adpt")  # as `ttc compare` runs them
+
+
 @pytest.mark.slow
 def test_ttc_compare_shares_the_warmup_and_plots(tmp_path: Path) -> None:
     out = tmp_path / "cmp"
     args = ["--per-task", "5", "--embedder", "lexical", "--workers", "1", "--out", str(out)]
     proc = ttc("compare", *args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    # One cache line a method, each saying whose (four unlabelled `cache:` lines before).
+    caches = [x for x in proc.stdout.splitlines() if x.startswith("cache")]
+    assert [x.split(":")[0] for x in caches] == [f"cache ({m})" for m in COMPARED_ORDER]
     for method in ("unif", "elim", "rand", "adpt"):
         assert method in proc.stdout
         summary = check_consistent(out / method)
@@ -260,3 +267,20 @@ def test_ttc_run_on_every_data_suite(
     assert summary["suite"] == ("word_problems" if suite == "custom" else suite)
     assert summary["questions"] == min(12, summary["questions"])
     assert summary["solved"] > 0
+
+
+def test_dry_run_prints_the_plans_worst_case_cost_and_sends_nothing(tmp_path: Path) -> None:
+    # No key, no server: nothing is built that could send, and no directory is written.
+    args = ["run", "--provider", "openai", "--model", "gpt-4.1-mini", "--limit", "5", "-k", "2"]
+    args += ["--max-tokens", "100", "--dry-run", "--out", str(tmp_path / "run")]
+    proc = ttc(*args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("round 1: 10 requests, at most ")
+    assert "1,000 output tokens" in lines[0]
+    (plan,) = [x for x in lines if x.startswith("plan (adpt, 5 questions, K=2, 4 rounds): ")]
+    assert "40 requests" in plan
+    assert "4,000 output tokens" in plan
+    assert "at most $" in plan
+    assert lines[-1] == "dry run: nothing was sent"
+    assert not (tmp_path / "run").exists()

@@ -121,3 +121,35 @@ def test_a_refused_compare_resume_leaves_its_command_line_alone(tmp_path: Path) 
     assert (out / "invocation.json").read_bytes() == invocation
     again = ttc("resume", str(out))
     assert again.returncode == 0, again.stderr
+
+
+def _closed_port() -> int:
+    """A local port nothing listens on (bound, then closed)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_a_run_against_nothing_listening_exits_non_zero_naming_why(tmp_path: Path) -> None:
+    # The README's first command with a wrong --base-url: every attempt fails alike. It used to
+    # exit 0 with a table of zeros after 120 attempts, run.log silent.
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    args = ["run", "--provider", "openai", "--model", "sim", "--base-url", url, "--limit", "5"]
+    args += ["--no-live", "--embedder", "lexical", "--out", str(tmp_path / "run")]
+    env = {**os.environ, "TTC_CACHE_DIR": str(tmp_path / "cache"), "OPENAI_API_KEY": "sk-x"}
+    proc = subprocess.run(
+        [TTC, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("stopped:")]
+    assert "the first 8 attempts all failed" in line
+    assert "Cannot connect" in line
+    assert line.endswith(f"resume {tmp_path / 'run'}")
+    assert "Cannot connect" in (tmp_path / "run" / "run.log").read_text()
+    journal = (tmp_path / "run" / "journal.jsonl").read_bytes().splitlines()
+    events = [orjson.loads(x) for x in journal]
+    attempts = [e for e in events if e["ev"] == "retry" or (e["ev"] == "sample" and not e["ok"])]
+    assert len(attempts) <= 8 + 5  # not every retry of every sample of every round

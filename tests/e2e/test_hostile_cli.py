@@ -95,7 +95,7 @@ async def test_a_retry_after_of_years_fails_the_samples_after_their_attempts(
     server = await loopback(refuse_for_years, "/v1")
     run = [*RUN, "--rounds", "1", "--max-attempts", "2", "--out", "r"]
     code, _, err = await ttc(tmp_path, "run", *run, *openai(server.url))
-    assert code == 0, err
+    assert code == 4, err  # every sample failed: said, and resumable
     events = list(read_journal(tmp_path / "r" / "journal.jsonl"))
     failed = [e for e in events if e["ev"] == "sample"]
     assert len(failed) == 3
@@ -118,10 +118,12 @@ async def test_a_huge_answer_fails_its_sample_and_nothing_of_it_is_written(
 ) -> None:
     server = await huge(40 * MiB)
     run = [*RUN, "--rounds", "1", "--limit", "2", *openai(server.url)]
-    code, _, err = await ttc(tmp_path, "run", *run, "--out", "default")
-    assert code == 0, err
+    # Both samples fail for good: exit 4, with a line that names why.
+    code, out, err = await ttc(tmp_path, "run", *run, "--out", "default")
+    assert code == 4, err
+    assert "2 samples failed for good (all of them: too_large: " in out
     code, _, err = await ttc(tmp_path, "run", *run, "--max-response-bytes", str(MiB), "--out", "r")
-    assert code == 0, err
+    assert code == 4, err
     for name, said in (("default", "32 MiB"), ("r", "1 MiB")):
         samples = [
             e for e in read_journal(tmp_path / name / "journal.jsonl") if e["ev"] == "sample"
@@ -134,7 +136,7 @@ async def test_a_huge_answer_fails_its_sample_and_nothing_of_it_is_written(
         assert (tmp_path / name / "journal.jsonl").stat().st_size < 64 * 1024
     # The flag is kept for a resume: the failed samples are sent again, under the same cap.
     code, _, err = await ttc(tmp_path, "resume", str(tmp_path / "r"))
-    assert code == 0, err
+    assert code == 4, err  # they fail again
     again = [e for e in read_journal(tmp_path / "r" / "journal.jsonl") if e["ev"] == "sample"]
     assert len(again) == 4
     assert {e["message"] for e in again} == {
@@ -151,15 +153,15 @@ async def test_ttc_batch_records_a_huge_answer_as_an_error(tmp_path: Path, huge:
     (tmp_path / "in.jsonl").write_bytes(orjson.dumps(line) + b"\n")
     batch = ["batch", "in.jsonl", "--out", "out.jsonl", "--base-url", server.url,
              "--api-key-env", KEY_ENV, "--max-response-bytes", str(MiB), "-q"]  # fmt: skip
-    code, out, err = await ttc(tmp_path, *batch)
-    assert code == 0, err
+    code, _, err = await ttc(tmp_path, *batch)
+    assert code == 4, err  # a request ended in an error: said, and not a success
     (result,) = [orjson.loads(x) for x in (tmp_path / "out.jsonl").read_bytes().splitlines()]
     assert result["response"] is None
     assert result["error"] == {
         "code": "too_large",
         "message": "openai: response body over 1 MiB (--max-response-bytes)",
     }
-    assert "1 requests ended in an error" in out
+    assert "1 requests ended in an error (all of them: too_large: " in err
     assert (tmp_path / "out.jsonl.journal").stat().st_size < 64 * 1024
     assert len(server.sent) == 1
 
@@ -226,7 +228,7 @@ async def test_ttc_batch_writes_and_prints_no_key_a_server_echoes(
     batch = ["batch", "in.jsonl", "--out", "out.jsonl", "--base-url", server.url,
              "--api-key-env", KEY_ENV, "--max-attempts", "1"]  # fmt: skip
     code, out, err = await ttc(tmp_path, *batch)
-    assert code == 0, err
+    assert code == 4, err  # the 500s ended in an error: said, not a success
     results = [orjson.loads(x) for x in (tmp_path / "out.jsonl").read_bytes().splitlines()]
     answered = [r for r in results if r["response"]]
     failed = [r for r in results if r["error"]]
@@ -250,7 +252,7 @@ async def test_a_credential_in_base_url_is_sent_and_stored_without_it(
     # With a key too: the URL's user:password takes its place, as in httpx and the OpenAI SDK.
     run = [*RUN, "--out", "r", "--max-attempts", "1", *openai(url)]
     code, out, err = await ttc(tmp_path, "run", *run)
-    assert code == 0, err
+    assert code == 4, err  # the server's 500s failed samples for good: said
     # Sent as the server expects: user:password as Basic auth, the query on every request.
     assert {s.headers["Authorization"] for s in server.seen} == {f"Basic {basic}"}
     assert {s.query for s in server.seen} == {f"api-key={token}&x=1"}

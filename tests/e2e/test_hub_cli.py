@@ -34,11 +34,16 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """The environment of a command with its own empty Hugging Face cache and response cache."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
     env |= {"HF_HOME": str(tmp_path / "hf"), "TTC_CACHE_DIR": str(tmp_path / "ttc-cache")}
+    # An empty data directory: the suites' questions are nowhere on this machine.
+    env |= {"TTC_DATA_DIR": str(tmp_path / "no-data")}
     return env | extra
 
 
-def _ttc(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "ttc.engine.cli", *args]
+def _ttc(
+    tmp_path: Path, *args: str, hub: bool = True, **env: str
+) -> subprocess.CompletedProcess[str]:
+    # --hub: these commands mean the Hub (nothing is downloaded without it).
+    command = [sys.executable, "-m", "ttc.engine.cli", *args, *(["--hub"] if hub else [])]
     return subprocess.run(command, cwd=tmp_path, env=_env(tmp_path, **env), capture_output=True,
                           text=True, timeout=300, check=False)  # fmt: skip
 
@@ -198,10 +203,13 @@ def test_livecodebench_from_the_hub_records_its_source_and_resumes_offline(
     assert hub.seen == seen  # nothing asked of the Hub
 
 
-def _paper(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def _paper(
+    tmp_path: Path, *args: str, hub: bool = True, **env: str
+) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, str(ROOT / "benchmarks" / "paper.py"), "--out",
                str(tmp_path / "grid"), "--methods", "elim", "--seeds", "0", "--rounds", "1",
-               "--embedder", "lexical", "--workers", "1", *args]  # fmt: skip
+               "--embedder", "lexical", "--workers", "1", *args,
+               *(["--hub"] if hub else [])]  # fmt: skip
     return subprocess.run(command, cwd=tmp_path, env=_env(tmp_path, **env), capture_output=True,
                           text=True, timeout=300, check=False)  # fmt: skip
 
@@ -233,3 +241,54 @@ def test_paper_livecodebench_off_the_hub_is_the_fixture_with_sim_only(tmp_path: 
     [error] = real.stderr.strip().splitlines()
     assert error.startswith("paper: error: --lcb-data: the livecodebench questions were to come")
     assert error.endswith("give --lcb-data FILE (code_generation_lite JSONL)")
+
+
+# ── offline means offline: no --hub, no download ─────────────────────────────────────────────
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suite", ["math500", "livecodebench"])
+def test_without_hub_a_suite_with_no_local_file_is_one_line_saying_where_it_looked(
+    tmp_path: Path, suite: str
+) -> None:
+    # The Hub reachable as far as the environment says: nothing but --hub lets it be asked.
+    proc = _ttc(tmp_path, "run", "--suite", suite, "--out", "out", hub=False)
+    line = _one_line(proc, f"ttc: error: --suite {suite}: no local copy of its questions: ")
+    if suite == "math500":
+        assert f"{tmp_path / 'no-data' / 'math500' / 'test.jsonl'} is not there" in line
+    assert "$TTC_DATA_DIR, else ../shared/data beside the project" in line or suite != "math500"
+    assert line.endswith("give --data FILE, or --hub to read the Hugging Face Hub's copy")
+    assert not (tmp_path / "hf").exists()  # no Hub client was as much as set up
+
+
+@pytest.mark.slow
+def test_without_hub_the_data_directory_serves_run_and_paper_alike(tmp_path: Path) -> None:
+    data = tmp_path / "data" / "math500"
+    data.mkdir(parents=True)
+    rows = [{"problem": f"What is {i}+1?", "solution": f"\\boxed{{{i + 1}}}",
+             "answer": str(i + 1), "subject": "Algebra", "level": 1,
+             "unique_id": f"test/algebra/{i}.json"} for i in range(3)]  # fmt: skip
+    (data / "test.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    env = {"TTC_DATA_DIR": str(tmp_path / "data")}
+    run = _ttc(tmp_path, "run", "--suite", "math500", "--out", "out", *RUN, hub=False, **env)
+    assert run.returncode == 0, run.stderr
+    config = orjson.loads((tmp_path / "out" / "config.json").read_bytes())
+    assert str(data / "test.jsonl") in str(config["invocation"]["data"])
+    paper = _paper(tmp_path, "--suites", "math500", hub=False, **env)
+    assert paper.returncode == 0, paper.stderr
+    assert orjson.loads(paper.stdout.splitlines()[-1])["data"] == {
+        "math500": str(data / "test.jsonl")
+    }
+
+
+@pytest.mark.slow
+def test_paper_livecodebench_without_hub_is_the_fixture_never_asking_the_hub(
+    tmp_path: Path,
+) -> None:
+    # The Hub is reachable (no offline flag): the built-in copy is used without asking it.
+    proc = _paper(tmp_path, "--suites", "livecodebench", "--limit", "2", hub=False,
+                  HF_ENDPOINT="http://127.0.0.1:9")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "note: livecodebench: no --lcb-data and no --hub, so " in proc.stderr
+    assert orjson.loads(proc.stdout.splitlines()[-1])["data"] == {"livecodebench": str(FIXTURE)}
+    assert not (tmp_path / "hf").exists()

@@ -176,3 +176,21 @@ async def test_each_request_is_its_own_draw(http: aiohttp.ClientSession) -> None
         second = (await _post(http, server.url, _message("Name a number.")))[1]
     assert first["content"][0]["text"] != second["content"][0]["text"]
     assert first["usage"]["input_tokens"] == math.ceil(len("Name a number.") / 4)
+
+
+async def test_a_thinking_budget_gets_thinking_without_sim_thinking(
+    http: aiohttp.ClientSession, gym: ReasoningGymSuite
+) -> None:
+    # `ttc serve` started plainly: a request that turns thinking on thinks (within its budget),
+    # as Claude does; one that does not, does not.
+    question = gym.warmup_prompt(gym.items()[0])
+    async with running_server(ServeOptions(port=0, seed=1)) as server:
+        asked = (await _post(http, server.url, _message(
+            question, thinking={"type": "enabled", "budget_tokens": 2048}
+        )))[1]  # fmt: skip
+        plain = (await _post(http, server.url, _message(question)))[1]
+    thinking = asked["usage"]["output_tokens_details"]["thinking_tokens"]
+    assert 0 < thinking <= 2048
+    assert [block["type"] for block in asked["content"]] == ["thinking", "text"]
+    assert "output_tokens_details" not in plain["usage"]
+    assert [block["type"] for block in plain["content"]] == ["text"]

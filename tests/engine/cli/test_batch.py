@@ -28,6 +28,7 @@ from ttc.engine.cli._batchsend import (
     run_batch,
 )
 from ttc.engine.contract._errors import (
+    BadRequest,
     ConfigError,
     DataError,
     Fatal,
@@ -444,6 +445,41 @@ async def test_an_input_that_is_a_directory_or_not_utf8_is_named(tmp_path: Path)
         await batch(tmp_path, FakeEndpoint())
 
 
+async def test_a_batch_whose_first_attempts_all_fail_alike_stops_at_once(tmp_path: Path) -> None:
+    # Nothing listening: every attempt fails the same way. The batch stops once its first 8
+    # attempts have, naming why, instead of retrying all 40 requests 6 times each.
+    names = [f"d{i}" for i in range(40)]
+    write_input(tmp_path / "in.jsonl", [request(n) for n in names])
+    refused = Transient("Cannot connect to host 127.0.0.1:8009")
+    endpoint = FakeEndpoint({n: [refused] * 6 for n in names})
+    summary = await batch(tmp_path, endpoint, concurrency=2, max_attempts=6)
+    assert summary.refusal == (
+        "the first 8 attempts all failed, none answered: "
+        "transient: Cannot connect to host 127.0.0.1:8009"
+    )
+    assert summary.interrupted
+    assert len(endpoint.calls) <= 8 + 2
+
+
+async def test_a_batch_that_ends_with_errors_exits_non_zero_naming_the_commonest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Answers between the failures (so no stop), but three requests fail for good: exit 4 and
+    # one line naming the commonest cause and the command that sends them again.
+    write_input(tmp_path / "in.jsonl", [request(n) for n in ("ok", "a", "b", "c")])
+    script: dict[str, list[Step]] = {
+        "a": [Transient("503 unavailable")] * 2,
+        "b": [Transient("503 unavailable")] * 2,
+        "c": [BadRequest("context too long")],
+    }
+    args = parse([str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "out.jsonl")])
+    args.max_attempts, args.concurrency = 2, 1
+    assert await batch_main(args, FakeEndpoint(script)) == 4
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if "ended in an error" in x]
+    assert line.startswith("ttc: 3 requests ended in an error (2 of them: transient: 503")
+    assert line.endswith(f"--out {tmp_path / 'out.jsonl'} --resume")
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="ttc batch")
     add_batch_arguments(parser)
@@ -639,3 +675,23 @@ async def test_a_key_given_as_api_key_env_is_refused_unrepeated(tmp_path: Path, 
         await cmd_batch(args)
     assert value not in str(caught.value)
     assert not journal_path(tmp_path / "out.jsonl").exists()
+
+
+def test_via_batch_api_refuses_several_models_or_too_many_embedding_inputs_at_once() -> None:
+    from ttc.engine.cli._batchapi import refused
+    from ttc.engine.cli._batchio import BatchJob
+
+    def job(i: int, url: str, **body: Any) -> BatchJob:
+        return BatchJob(i, f"r{i}", url, body)
+
+    mixed = [job(0, CHAT, model="a"), job(1, "/v1/embeddings", model="e"), job(2, CHAT, model="b")]
+    why = refused(mixed, None)
+    assert why is not None
+    assert "one model per batch" in why
+    assert "'a' on line 1, 'b' on line 3" in why
+    assert refused(mixed, "m") is None  # --model names one for every request
+    many = [job(i, "/v1/embeddings", model="e", input=["x"] * 10_000) for i in range(6)]
+    why = refused(many, None)
+    assert why is not None
+    assert "at most 50,000 embedding inputs" in why
+    assert refused(many[:5], None) is None

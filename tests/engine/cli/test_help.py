@@ -198,6 +198,12 @@ def test_verify_names_the_suite_it_assumed(
         "ttc: error: r.jsonl:1: field 'id': 'math500/7' is not in the suite; judged as "
         "reasoning_gym (no --suite given): name the suite with --suite\n"
     )
+    # A data file with no --suite: the suite is what is missing (it said "drop --data").
+    (tmp_path / "test.jsonl").write_text("{}\n")
+    assert main(["verify", "--data", "test.jsonl", "--responses", "r.jsonl"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ttc: error: --suite: --data test.jsonl is given but no --suite: ")
+    assert "drop --data" not in err
 
 
 @pytest.mark.parametrize(

@@ -112,6 +112,17 @@ async def test_resume_refuses_a_different_experiment(tmp_path: Path) -> None:
     assert provider.history == []
 
 
+async def test_resume_of_fewer_questions_says_how_many_in_words(tmp_path: Path) -> None:
+    await run(ScriptedProvider(dict(SCRIPT)), tmp_path)
+    config = RunConfig(method="elim", rounds=3, verifier_workers=0)
+    fewer = FakeSuite(pool=items(4))
+    engine = Engine(ScriptedProvider(), fewer, config, out_dir=tmp_path, resume=True)
+    with pytest.raises(ConfigError) as refused:
+        await engine.run()
+    # It read "had a different items (5, now 4)".
+    assert "had a different number of questions: 5, now 4" in str(refused.value)
+
+
 async def test_resume_sends_again_the_samples_that_failed(tmp_path: Path) -> None:
     from ttc.engine import Fatal
 

@@ -350,3 +350,13 @@ def test_a_plot_file_that_cannot_be_written_is_refused_first(
         assert ".png, " in err
         assert ".pdf, " in err
     assert not plot.exists()
+
+
+def test_the_legend_says_its_offsets_are_of_the_drawing_not_percentage_points() -> None:
+    from ttc.engine.report._plots import nudge_note
+
+    note = nudge_note(4, rounds_axis=False)
+    assert "pt" not in note.split()  # "±2.25 pt" read as percentage points of coverage
+    assert "(in points of the drawing, 1/72 in, not data)" in note
+    assert "up or down" in note
+    assert "across" in nudge_note(4, rounds_axis=True)

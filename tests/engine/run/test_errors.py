@@ -20,6 +20,7 @@ from ttc.engine import (
     Transient,
 )
 from ttc.engine.run import FAILURE_STREAK, PROVIDER_STOP
+from ttc.engine.run._budget import FAILURE_STREAK_MIN, FIRST_ATTEMPTS
 
 FAST = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01)
 
@@ -132,8 +133,9 @@ async def test_a_refused_account_stops_the_run_resumably(tmp_path: Path) -> None
 
 
 async def test_a_streak_of_failures_stops_the_run(tmp_path: Path) -> None:
-    # A wrong --base-url or model: each request is a bad request, none is answered.
-    provider = ScriptedProvider({f"q{i}": [BadRequest("HTTP 404")] for i in range(200)})
+    # Each request is refused for a reason of its own (so not the first attempts' one reason),
+    # none is answered: a large round stops after FAILURE_STREAK of them.
+    provider = ScriptedProvider({f"q{i}": [BadRequest(f"HTTP 404 ({i})")] for i in range(200)})
     async with Engine(
         provider,
         FakeSuite(pool=items(200)),
@@ -145,6 +147,65 @@ async def test_a_streak_of_failures_stops_the_run(tmp_path: Path) -> None:
     assert engine.stopped.kind is StopKind.PROVIDER
     assert f"{FAILURE_STREAK} samples in a row failed" in engine.stopped.message
     assert FAILURE_STREAK <= len(provider.history) <= FAILURE_STREAK + 4
+
+
+async def test_the_failure_streak_scales_to_a_small_round(tmp_path: Path) -> None:
+    # 8 samples a round, each failing for a reason of its own: the streak that stops the run is
+    # a share of them (at least FAILURE_STREAK_MIN), not 32 that a small run never reaches.
+    provider = ScriptedProvider({f"q{i}": [BadRequest(f"HTTP 404 ({i})")] for i in range(8)})
+    result = await run(provider, 8, tmp_path, rounds=3, concurrency=1)
+    assert result.stopped is not None
+    assert result.stopped.kind is StopKind.PROVIDER
+    assert f"{FAILURE_STREAK_MIN} samples in a row failed" in result.stopped.message
+    assert len(provider.history) == FAILURE_STREAK_MIN
+    assert result.failed == f"{FAILURE_STREAK_MIN} samples failed for good (1 of them: " + (
+        "bad_request: HTTP 404 (0))"
+    )
+
+
+async def test_a_run_whose_first_attempts_all_fail_alike_stops_at_once(tmp_path: Path) -> None:
+    # Nothing listening at --base-url: every attempt fails the same way, and is retried. The run
+    # stops once its first FIRST_ATTEMPTS attempts have, naming why, not after every retry of
+    # every sample of every round (5 questions, 4 attempts each, 3 rounds: 60).
+    refused = Transient("Cannot connect to host 127.0.0.1:8009")
+    provider = ScriptedProvider({f"q{i}": [refused] * 100 for i in range(5)})
+    result = await run(provider, 5, tmp_path, rounds=3, concurrency=5)
+    assert result.stopped is not None
+    assert result.stopped.kind is StopKind.PROVIDER
+    assert result.stopped.message == (
+        f"{PROVIDER_STOP}: the first {FIRST_ATTEMPTS} attempts all failed, none answered: "
+        "transient: Cannot connect to host 127.0.0.1:8009"
+    )
+    # The attempts in flight when it stopped land; none is tried again after the stop.
+    assert FIRST_ATTEMPTS <= len(provider.history) < FIRST_ATTEMPTS + 5
+    assert result.failed is not None
+    assert result.failed.startswith("5 samples failed for good")
+    assert "Cannot connect" in (tmp_path / "run.log").read_text()
+
+
+async def test_the_first_attempts_failing_in_different_ways_or_once_answered_go_on(
+    tmp_path: Path,
+) -> None:
+    # One question answered among the failures: the first-attempts stop never applies, and a
+    # rate limit is not a reason to stop either (the limiter waits it out).
+    slow = RateLimited("slow down", retry_after=0.001)
+    script: dict[str, list[object]] = {"q0": ["right:q0"]}
+    script |= {f"q{i}": [slow, slow, "right:" + f"q{i}"] for i in range(1, 6)}
+    provider = ScriptedProvider(script)  # type: ignore[arg-type]
+    result = await run(provider, 6, tmp_path, rounds=1, concurrency=1)
+    assert result.stopped is None
+    assert result.failed is None
+    assert result.solved == 6
+
+
+async def test_a_run_that_ends_with_failed_samples_says_so(tmp_path: Path) -> None:
+    # Not stopped (answers between the failures), but two samples failed for good: the result
+    # says how many and why, so that `ttc run` exits non-zero naming it.
+    script = {f"q{i}": ["right" if i % 3 else BadRequest("prompt too long")] for i in range(6)}
+    provider = ScriptedProvider(script)  # type: ignore[arg-type]
+    result = await run(provider, 6, tmp_path, rounds=1, concurrency=1)
+    assert result.stopped is None
+    assert result.failed == "2 samples failed for good (all of them: bad_request: prompt too long)"
 
 
 async def test_failures_between_answers_do_not_stop_the_run(tmp_path: Path) -> None:

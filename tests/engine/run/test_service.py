@@ -34,12 +34,14 @@ from ttc.engine import (
     RunStarted,
     SampleLanded,
     StopKind,
+    StopReason,
     StreamEvent,
     Verdict,
     VerifierError,
 )
 from ttc.engine.contract import FloatArray
 from ttc.engine.run import FAILURE_STREAK, VerifierPool
+from ttc.engine.run._engine import CANCELLED
 
 FAST = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01)
 
@@ -174,14 +176,15 @@ async def test_a_judge_that_raises_stops_the_run_loudly_and_resumes_unbought(
 async def test_a_streak_of_refusals_says_in_the_result_why_the_run_stopped(
     tmp_path: Path,
 ) -> None:
-    refused = Fatal("model not found")
-    provider = ScriptedProvider({f"q{i}": [refused] for i in range(80)})
+    # Each refusal words it differently (not the first attempts' one reason to stop at once).
+    provider = ScriptedProvider({f"q{i}": [Fatal(f"model not found ({i})")] for i in range(80)})
     async with engine(provider, tmp_path, n=80, concurrency=4) as e:
         result = await e.run()
     assert not result.complete
     assert result.stopped is not None
     assert result.stopped.kind is StopKind.PROVIDER
-    assert f"{FAILURE_STREAK} samples in a row failed" in result.stopped.message
+    # A quarter of the 80 samples the round plans (at most FAILURE_STREAK).
+    assert f"{min(FAILURE_STREAK, 20)} samples in a row failed" in result.stopped.message
     assert "model not found" in result.stopped.message
 
 
@@ -257,6 +260,11 @@ async def test_closing_the_stream_early_cancels_the_run_which_resumes(tmp_path: 
                 if isinstance(event, SampleLanded):
                     break
         assert not e.running
+    # Why it stopped is recorded and logged: not `stopped: null`, as a run that ended.
+    assert e.stopped == StopReason(StopKind.INTERRUPTED, CANCELLED)
+    assert summary(tmp_path)["stopped"] == CANCELLED
+    assert summary(tmp_path)["complete"] is False
+    assert CANCELLED in (tmp_path / "run.log").read_text()
     landed = {ev["item"] for ev in journal(tmp_path) if ev["ev"] == "sample"}
     assert 0 < len(landed) < 40
     fresh = ScriptedProvider({f"q{i}": [f"right:q{i}"] for i in range(40)})

@@ -4,6 +4,7 @@ label follows the answers into the response cache and the journal."""
 
 from __future__ import annotations
 
+import io
 import re
 import time
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from ttc.engine import ConfigError, Engine, EngineOptions, ResponseCache, RunCon
 from ttc.engine.cli._progress import Progress
 from ttc.engine.contract import FloatArray
 from ttc.engine.contract._state import RoundStats, RunState
+from ttc.engine.contract._types import Usage
 from ttc.retrieval import LexicalEmbedder
 
 N = 8
@@ -236,3 +238,34 @@ async def test_a_finished_run_whose_last_rounds_had_nothing_to_sample_stays_fini
     assert again.stopped is None
     assert again.complete
     assert _files(tmp_path) == before
+
+
+@pytest.mark.parametrize("columns", [100, 80, 60, 40])
+def test_the_live_line_fits_the_terminal_on_one_line(columns: int) -> None:
+    # A large run: the full line is 160-odd characters, and used to be written whole, so a
+    # narrow terminal wrapped it and got a new line every tick.
+    stream = io.StringIO()
+    progress = _progress(planned=100_000, samples=54_321, cost=123.4567)
+    progress.stream, progress.columns = stream, lambda: columns
+    state = progress._state
+    assert state is not None
+    state.rounds[-1].usage = Usage(98_765_432, 12_345_678, 3_456_789)
+    state.rounds[-1].retries, state.rounds[-1].rate_limited = 1234, 567
+    assert len(progress.line()) > 140
+    for _ in range(3):
+        progress.render()
+    shown = stream.getvalue().split("\r")[1:]
+    assert len(shown) == 3
+    for text in shown:
+        assert "\n" not in text
+        line = text.removesuffix("\x1b[K")
+        assert len(line) <= columns - 1
+        assert line.startswith(("round 2/4 54321/100000", "r2/4 54321/100000"))
+    if columns >= 60:  # the compact line keeps the ETA
+        assert "ETA" in shown[0]
+
+
+def test_the_live_line_is_the_full_one_when_it_fits() -> None:
+    progress = _progress(planned=10, samples=3, cost=0.5)
+    assert progress.fitted(200) == progress.line()
+    assert progress.fitted(60).startswith("r2/4 3/10 | solved 0/4 0.0% | out 0 | $0.5000")
