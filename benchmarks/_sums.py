@@ -5,13 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from client_overhead import question
+
 from ttc.engine import Item, Suite, Verdict
 from ttc.engine.contract import Demo
-
-
-def question(i: int) -> str:
-    """The i-th question's text, the same in every client of a benchmark."""
-    return f"What is {i} plus {i}?"
 
 
 class Sums(Suite):

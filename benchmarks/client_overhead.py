@@ -38,9 +38,16 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from _sums import question
 
 ANSWER = "The answer is \\boxed{42}."
+
+
+def question(i: int) -> str:
+    """The i-th question's text, the same in every client. Here, not in `_sums`, which imports
+    ttc: the bare loop imports nothing of ttc."""
+    return f"What is {i} plus {i}?"
+
+
 _BODY = {
     "id": "chatcmpl-0",
     "object": "chat.completion",
@@ -123,8 +130,12 @@ def _run_role(command: Sequence[str], env: dict[str, str]) -> dict[str, Any]:
     """Runs one client to its end: wall seconds, and CPU seconds and peak RSS from wait4."""
     started = time.perf_counter()
     with tempfile.TemporaryFile() as err:
-        # stdout is short (the role's figures); stderr goes to a file, so no pipe fills up.
-        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, env=env) as proc:
+        # stdout is short (the role's figures); stderr goes to a file, so no pipe fills up. Run
+        # from elsewhere than the checkout: `python -m` puts its working folder first on the path,
+        # which would load this checkout's ttc over the one PYTHONPATH names.
+        with subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=err, env=env, cwd=tempfile.gettempdir()
+        ) as proc:
             assert proc.stdout is not None
             out = proc.stdout.read()
             _, status, usage = os.wait4(proc.pid, 0)  # reaped here, for its rusage
@@ -288,10 +299,14 @@ def _report(rows: dict[str, dict[str, float]], args: argparse.Namespace) -> dict
 
 
 def _commit() -> str:
+    """The commit of the ttc the clients import (PYTHONPATH may name another checkout)."""
+    import ttc
+
+    where = Path(ttc.__file__).resolve().parent.parent
     try:
         found = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
+            cwd=where,
             capture_output=True,
             text=True,
             check=False,
