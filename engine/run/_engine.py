@@ -268,7 +268,7 @@ class Engine:
         self.running = True
         stack.push_async_callback(in_thread, self._write_results, state, timer)
         if self.rundir is not None:  # closed, then no longer written to
-            self._journal = Journal(self.rundir.journal_path).open()
+            self._journal = Journal(self.rundir.journal_path, compact=True).open()
             stack.push_async_callback(in_thread, self._journal.close)
             stack.callback(setattr, self, "_journal", None)
         if done and self.rundir is not None:  # da's ratings the journal holds are not asked again

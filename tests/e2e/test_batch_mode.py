@@ -20,6 +20,8 @@ import pytest
 from e2e.test_e2e_serve import TTC, Server, env
 from e2e.test_overnight import outcome
 
+from ttc.engine.journal import read_journal
+
 SUITE = ["--per-task", "6"]
 RUN = [*SUITE, "--embedder", "lexical", "--workers", "1", "--no-cache", "-q", "--no-live",
        "--provider", "openai", "--model", "sim", "--price", "1,1"]  # fmt: skip
@@ -50,7 +52,7 @@ def batches(server: Server) -> list[dict[str, Any]]:
 
 
 def journal(run: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(x) for x in (run / "journal.jsonl").read_bytes().splitlines()]
+    return list(read_journal(run / "journal.jsonl"))
 
 
 def bought_once(run: Path) -> None:

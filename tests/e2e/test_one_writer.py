@@ -18,6 +18,7 @@ from e2e.test_overnight import COMMON, TTC, env, outcome, sample_lines, ttc
 
 from ttc.engine import ConfigError
 from ttc.engine.cli import main
+from ttc.engine.journal import journal_text
 from ttc.engine.journal._appender import Appender
 from ttc.engine.journal._lock import RunLock
 
@@ -25,7 +26,7 @@ from ttc.engine.journal._lock import RunLock
 def samples_bought(run: Path) -> Counter[tuple[int, str, int]]:
     """How often each (round, question, k) was journaled as answered."""
     bought: Counter[tuple[int, str, int]] = Counter()
-    for raw in (run / "journal.jsonl").read_bytes().splitlines():
+    for raw in journal_text(run / "journal.jsonl"):
         event = orjson.loads(raw)
         if event["ev"] == "sample" and event.get("ok"):
             bought[(event["round"], event["item"], event["k"])] += 1
@@ -130,7 +131,7 @@ def test_a_full_disk_stops_the_run_with_one_line_and_resume_equals_an_uninterrup
     assert f"cannot write {run / 'journal.jsonl'}: No space left on device" in err[0]
     assert f"ttc resume {run}" in err[0]
     # What was journaled before the failure is whole: no torn line is left in the middle.
-    journal = (run / "journal.jsonl").read_bytes()
+    journal = b"".join(journal_text(run / "journal.jsonl"))
     assert journal.endswith(b"\n")
     assert all(orjson.loads(line) for line in journal.splitlines())
 

@@ -39,6 +39,7 @@ from ttc.engine import (
     VerifierError,
 )
 from ttc.engine.contract import FloatArray
+from ttc.engine.journal import read_journal
 from ttc.engine.run import FAILURE_STREAK, VerifierPool
 
 FAST = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01)
@@ -71,7 +72,7 @@ def engine(
 
 
 def journal(out: Path) -> list[dict[str, object]]:
-    return [orjson.loads(line) for line in (out / "journal.jsonl").read_bytes().splitlines()]
+    return list(read_journal(out / "journal.jsonl"))
 
 
 def summary(out: Path) -> dict[str, object]:
