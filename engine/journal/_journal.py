@@ -260,6 +260,8 @@ class Journal:
         self._out = Appender(path, compact=compact)
 
     def open(self) -> Journal:
+        """Opens the file, cutting a torn tail (reopening a compact journal reads every frame's
+        header: async code calls it in a thread)."""
         self._out.open()
         return self
 
