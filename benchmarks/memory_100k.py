@@ -263,7 +263,11 @@ def main() -> None:
         result = measures.results[0]
         index = orjson.loads((out / "config.json").read_bytes())["index"]
         journal = out / "journal.jsonl"
-        journal_mb = journal.stat().st_size / 2**20 if journal.exists() else 0.0
+        journal_bytes = journal.stat().st_size if journal.exists() else 0
+        journal_compact = False  # a plain journal opens with "{"; a compact one does not
+        if journal_bytes:
+            with journal.open("rb") as fh:
+                journal_compact = fh.read(1) != b"{"
         run_dir_mb = sum(p.stat().st_size for p in out.iterdir() if p.is_file()) / 2**20
     wall = time.perf_counter() - bench_started
     sampler.stop()
@@ -300,7 +304,9 @@ def main() -> None:
         "rss_mb": rss,
         "coverage": round(result.coverage, 4),
         "output_tokens": result.usage.output_tokens,
-        "journal_mb": round(journal_mb, 1),
+        "journal_mb": round(journal_bytes / 2**20, 1),
+        "journal_bytes_per_question": round(journal_bytes / len(items)),
+        "journal_compact": journal_compact,
         "run_dir_mb": round(run_dir_mb, 1),
         "phase_s": phase_s,
         "loadavg_1m": {"start": round(load_start, 2), "end": round(os.getloadavg()[0], 2)},

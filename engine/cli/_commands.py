@@ -40,6 +40,7 @@ from ttc.engine.contract._config import METHODS
 from ttc.engine.contract._errors import ConfigError, DataError
 from ttc.engine.contract._state import RunState
 from ttc.engine.contract._types import Item, Suite, Usage
+from ttc.engine.journal._frames import compact
 from ttc.engine.journal._journal import read_journal
 from ttc.engine.journal._lock import LOCK_NAME, RunLock
 from ttc.engine.journal._rundir import RunDir, round_row, write_atomic
@@ -358,7 +359,7 @@ def share_warmup(src: Path, dst: Path, warmup_rounds: int) -> bool:
     if not lines:
         return False
     dst.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(dst, b"".join(line + b"\n" for line in lines))
+    write_atomic(dst, compact(b"".join(line + b"\n" for line in lines)))  # as a run writes it
     return True
 
 

@@ -21,6 +21,7 @@ from ttc.engine.journal._journal import (
     Replay,
     completed_samples,
     decode,
+    journal_text,
     read_events,
     read_journal,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "decode",
     "encode",
     "items_sha256",
+    "journal_text",
     "matched_output_tokens",
     "read_events",
     "read_journal",

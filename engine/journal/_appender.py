@@ -18,6 +18,10 @@ What it guarantees (the journal's crash guarantees rest on these):
   `close` raises the failure as a WriteError (`close` only if nothing raised it before).
 - A torn last line (a process killed in the middle of a write) is cut off when the file is
   opened again.
+- Compact (`compact=True`, a run's journal): a new file is written in zlib frames, one per write
+  (`_frames`), compressed by the writer thread, so appending costs what it did; each guarantee
+  above holds frame for line (a torn last frame is cut when the file is opened again). A file
+  already holding plain lines (a journal from before) goes on plain.
 - A process that exits without closing (an interpreter exit, not a kill) still writes what was
   appended: an `atexit` hook flushes every open file.
 """
@@ -32,13 +36,15 @@ import time
 from pathlib import Path
 
 from ttc.engine._util._nofollow import open_fd
-from ttc.engine.contract._errors import WriteError
+from ttc.engine.contract._errors import DataError, WriteError
+from ttc.engine.journal._frames import MAGIC, Deflater, is_compact, whole_size
 
 __all__ = ["Appender"]
 
-_TAIL_CHUNK = 1 << 16
 # How long the writer lets lines gather once woken, before it writes them in one go.
 _GATHER_S = 0.001
+
+_TAIL_CHUNK = 1 << 16
 
 
 def _whole_lines_size(fd: int) -> int:
@@ -55,10 +61,12 @@ def _whole_lines_size(fd: int) -> int:
 
 
 class Appender:
-    """Appends lines (bytes ending in a newline) to `path` through a writer thread."""
+    """Appends lines (bytes ending in a newline) to `path` through a writer thread; `compact`:
+    a new file is written in frames."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, compact: bool = False) -> None:
         self.path = path
+        self.compact = compact  # once open: whether the file is written in frames
         self._fd: int | None = None
         # The condition's own lock, taken directly where no wait is needed (`append`, on the
         # event loop's thread for every line): a `with` on the lock costs no Python frame.
@@ -66,8 +74,12 @@ class Appender:
         self._cond = threading.Condition(self._lock)
         self._queue: list[bytes] = []
         self._waiting = False  # the writer waits for a line: the next append wakes it
-        self._appended = 0  # the file's size once every appended line is written
-        self._written = 0  # the file's size as the OS has it
+        # The bytes of the lines appended, and written (plain: the file's size then).
+        self._appended = 0
+        self._written = 0
+        self._size = 0  # the file's size as the OS has it
+        self._deflater: Deflater | None = None  # compact: this session's frames
+        self._magic = False  # compact: MAGIC is still to be written (with the first frame)
         self._failure: OSError | str | None = None
         self._raised = False
         self._closing = False
@@ -78,21 +90,29 @@ class Appender:
         return self._fd is not None
 
     def open(self) -> None:
-        """Opens (creating) the file, cuts a torn last line, and starts the writer."""
+        """Opens (creating) the file, cuts a torn last line or frame, and starts the writer."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             fd = open_fd(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         except OSError as exc:
             raise WriteError(self.path, exc) from exc
         try:
-            size = _whole_lines_size(fd)
+            size, compact = self._whole_size(fd)
             if size != os.fstat(fd).st_size:
                 os.ftruncate(fd, size)
         except OSError as exc:
             os.close(fd)
             raise WriteError(self.path, exc) from exc
+        except DataError:
+            os.close(fd)
+            raise
         self._fd = fd
-        self._appended = self._written = size
+        self.compact = compact
+        self._deflater = Deflater() if compact else None
+        self._magic = compact and size == 0
+        # Plain: a line's offset is its place in the file; compact: in the text of this session.
+        self._appended = self._written = 0 if compact else size
+        self._size = size
         self._failure, self._raised, self._closing = None, False, False
         self._thread = threading.Thread(
             target=self._run, args=(fd,), name=f"ttc-writer:{self.path.name}", daemon=True
@@ -100,8 +120,17 @@ class Appender:
         self._thread.start()
         atexit.register(self._at_exit)
 
+    def _whole_size(self, fd: int) -> tuple[int, bool]:
+        """Where the file goes on (its size without a torn tail), and whether it is compact."""
+        if is_compact(os.pread(fd, len(MAGIC), 0)):
+            return whole_size(self.path), True
+        if os.fstat(fd).st_size == 0:
+            return 0, self.compact
+        return _whole_lines_size(fd), False
+
     def append(self, line: bytes) -> int:
-        """Hands one line to the writer and returns at once; returns the line's byte offset."""
+        """Hands one line to the writer and returns at once; returns the line's byte offset
+        (in a compact file, in the text this session appends)."""
         with self._lock:
             if self._fd is None:
                 raise RuntimeError(f"{self.path} is not open")
@@ -197,21 +226,28 @@ class Appender:
                 lines, self._queue = self._queue, []
                 start = self._written
             data = lines[0] if len(lines) == 1 else b"".join(lines)
+            out = data
+            if self._deflater is not None:  # compressed here, off the appending thread
+                out = self._deflater.frame(data)
+                if self._magic:
+                    out, self._magic = MAGIC + out, False
             try:
-                self._write(fd, data)
+                self._write(fd, out)
             except OSError as exc:
                 self._fail(fd, start, lines, exc)
                 return
             with self._cond:
                 self._written = start + len(data)
+                self._size += len(out)
                 self._cond.notify_all()
 
     def _fail(self, fd: int, start: int, lines: list[bytes], exc: OSError) -> None:
-        """Keeps the lines of the failed write that reached the file whole, cuts the rest."""
-        kept = start
+        """Keeps the lines of the failed write that reached the file whole, cuts the rest (a
+        frame is whole or cut)."""
+        kept, written = self._size, start
         with contextlib.suppress(OSError):
             size = os.fstat(fd).st_size
-            for line in lines:
+            for line in lines if self._deflater is None else ():
                 if kept + len(line) > size:
                     break
                 kept += len(line)
@@ -219,6 +255,7 @@ class Appender:
             os.ftruncate(fd, kept)
         with self._cond:
             self._failure = exc
-            self._written = kept
+            self._written = written if self._deflater is not None else kept
+            self._size = kept
             self._queue.clear()
             self._cond.notify_all()

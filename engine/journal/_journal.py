@@ -1,4 +1,5 @@
-"""The append-only journal of a run: one orjson line per typed event, written through at once.
+"""The append-only journal of a run: one orjson line per typed event, written through at once
+(in zlib frames, `_frames`: a run's journal is compact; any journal is read back either way).
 
 The events are the frozen dataclasses of `_events`, written and read by the one codec (`_codec`);
 the replay readers (`completed_samples`, `difficulty_ratings`) return typed records (a resumed
@@ -44,6 +45,9 @@ offset is known then). What that keeps of the crash guarantees:
   more; the next `append`, `flush`, `sync` or `close` raises it as a WriteError, and the lines
   appended in between are lost like those of a kill;
 - a torn last line (a kill in the middle of a write) is cut off when the journal is reopened.
+A compact journal keeps each of these frame for line: the writer thread compresses what it
+writes, one frame a write, so `append` costs what it did and a torn last frame is cut as a torn
+line is. A plain journal (every journal from before) is resumed plain.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ from typing import TypeVar
 
 import orjson
 
-from ttc.engine._util._records import json_object, read_lines
+from ttc.engine._util._records import json_object
 from ttc.engine.contract._errors import DataError
 from ttc.engine.contract._types import Verdict
 from ttc.engine.journal._appender import Appender
@@ -77,6 +81,7 @@ from ttc.engine.journal._events import (
     SampleKey,
     SampleLanded,
 )
+from ttc.engine.journal._frames import lines
 
 __all__ = [
     "Journal",
@@ -85,26 +90,33 @@ __all__ = [
     "SampleKey",
     "completed_samples",
     "decode",
+    "journal_text",
     "read_events",
 ]
 
 
 def journal_lines(path: Path) -> Iterator[tuple[int, Fields]]:
     """(line number, object) of each line; a torn final line is skipped, a bad one is not (a
-    DataError naming the file and the line). A journal that does not exist has no lines."""
+    DataError naming the file and the line; of a compact journal, a torn last frame is skipped,
+    and the line is its number in the text). A journal that does not exist has no lines."""
     for lineno, _, fields in _raw_lines(path):
         yield lineno, fields
 
 
 def _raw_lines(path: Path) -> Iterator[tuple[int, bytes, Fields]]:
     """`journal_lines`, each with the bytes of its line."""
-    if not path.exists():
-        return
-    for lineno, raw in read_lines(path, torn_tail=True):
+    for lineno, raw in lines(path):
         fields = json_object(raw, f"{path}:{lineno}", strict=True)
         if "ev" not in fields:
             raise DataError(f"{path}:{lineno}: journal line has no 'ev' field")
         yield lineno, raw, fields
+
+
+def journal_text(path: Path) -> Iterator[bytes]:
+    """The lines of a journal, plain or compact, as plain JSON lines (each with its newline):
+    what `python -m ttc.engine.journal` prints; a torn last line or frame is left out."""
+    for _, raw in lines(path):
+        yield raw + b"\n"
 
 
 def read_journal(path: Path) -> Iterator[Fields]:
@@ -239,20 +251,24 @@ def difficulty_ratings(path: Path) -> dict[str, DifficultyRated]:
 
 class Journal:
     """Appends events to `path` through a writer thread; reopening an existing journal first
-    cuts a torn last line. `flush`, `sync` and `close` block: async code calls them in a
-    thread."""
+    cuts a torn last line (or frame). `compact`: a new journal is written in frames (a run's;
+    `ttc batch` reads its own back by offset, so it stays plain). `flush`, `sync` and `close`
+    block: async code calls them in a thread."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, compact: bool = False) -> None:
         self.path = path
-        self._out = Appender(path)
+        self._out = Appender(path, compact=compact)
 
     def open(self) -> Journal:
+        """Opens the file, cutting a torn tail (reopening a compact journal reads every frame's
+        header: async code calls it in a thread)."""
         self._out.open()
         return self
 
     def append(self, event: Eventlike) -> int:
         """Hands one event (of any registered kind: `_codec`), as one line, to the writer and
-        returns at once (never waiting for the disk); returns the line's byte offset.
+        returns at once (never waiting for the disk); returns the line's byte offset (in a
+        compact journal, in the text this session appends).
         WriteError: an earlier line failed."""
         if not self._out.is_open:
             raise RuntimeError("journal is not open")

@@ -2,7 +2,8 @@
 
 config.json      the resolved config and strategy, provider (and role models), suite, data
                  checksum, package version
-journal.jsonl    append-only events: every sample, rating, verdict, retry and round (see _journal)
+journal.jsonl    append-only events: every sample, rating, verdict, retry and round (see _journal),
+                 compact (see _frames; `python -m ttc.engine.journal DIR` prints it as JSON lines)
 results.jsonl    one line per question: resolved, ỹ, covered, the selected answer and whether it
                  is correct, samples, tokens
 summary.json     coverage, accuracy and input/output/thinking tokens per round, the policy's

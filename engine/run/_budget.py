@@ -193,9 +193,14 @@ class RunBudget:
 
     def expect(self, planned: int) -> None:
         """A round plans `planned` samples: the failure streak that stops the run is a share of
-        them (FAILURE_SHARE, at least FAILURE_STREAK_MIN, at most FAILURE_STREAK)."""
+        them (FAILURE_SHARE, at least FAILURE_STREAK_MIN, at most FAILURE_STREAK), counted
+        from the round's start."""
         share = math.ceil(FAILURE_SHARE * planned)
         self._streak_limit = min(FAILURE_STREAK, max(FAILURE_STREAK_MIN, share))
+        # A streak is counted within a round: the last failures of one round (its hardest
+        # samples, landing last) and the first of the next are no sign of a broken endpoint,
+        # which fails a share of every round's samples anyway.
+        self._failure_streak = 0
 
     def attempt_failed(self, error: ProviderError) -> None:
         """An attempt of a sample failed (retried or not). Before the run's first answer, the

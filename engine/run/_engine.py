@@ -283,8 +283,12 @@ class Engine:
         self.running = True
         stack.push_async_callback(in_thread, self._write_results, state, timer)
         if self.rundir is not None:  # closed, then no longer written to
-            self._journal = Journal(self.rundir.journal_path).open()
-            stack.push_async_callback(in_thread, self._journal.close)
+            # Opened in a thread: reopening a compact journal reads its frames' headers (a second
+            # at a million questions), which the host's loop does not wait for. Closed however
+            # the open ends (cancelled, it finishes first).
+            journal = Journal(self.rundir.journal_path, compact=True)
+            stack.push_async_callback(in_thread, journal.close)
+            self._journal = await in_thread(journal.open)
             stack.callback(setattr, self, "_journal", None)
         if done and self.rundir is not None:  # da's ratings the journal holds are not asked again
             known = await in_thread(difficulty_ratings, self.rundir.journal_path)

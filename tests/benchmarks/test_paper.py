@@ -49,7 +49,7 @@ from ttc.adapters import SimConfig, SimProvider  # noqa: E402
 from ttc.adapters.suites import DATA_FILES  # noqa: E402
 from ttc.engine import Completion, ConfigError, Item, Provider, Request, Sampling, Suite  # noqa: E402
 from ttc.engine.contract import sample_seed  # noqa: E402
-from ttc.engine.journal import items_sha256  # noqa: E402
+from ttc.engine.journal import items_sha256, journal_text  # noqa: E402
 from ttc.engine.report import METHOD_STYLES  # noqa: E402
 
 METHODS = ("unif", "elim", "rand", "adpt")
@@ -110,7 +110,7 @@ def _summary(path: Path) -> dict[str, Any]:
 
 
 def _round_one(path: Path) -> list[tuple[Any, ...]]:
-    lines = (path / "journal.jsonl").read_bytes().splitlines()
+    lines = [raw.rstrip(b"\n") for raw in journal_text(path / "journal.jsonl")]
     events = [orjson.loads(line) for line in lines]
     return sorted(
         (e["item"], e["k"], e["text"], tuple(e["usage"]))

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from ttc.engine.journal import journal_text
+
 TTC = str(Path(sys.executable).with_name("ttc"))
 # A JSON value nested 200,000 deep (Python's json: a RecursionError), and a number of more digits
 # than Python turns into an int (a ValueError).
@@ -144,9 +146,9 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _replace_line(path: Path, lineno: int, line: bytes) -> None:
-    lines = path.read_bytes().split(b"\n")
+    lines = [raw.rstrip(b"\n") for raw in journal_text(path)]  # written again plain
     lines[lineno - 1] = line
-    path.write_bytes(b"\n".join(lines))
+    path.write_bytes(b"\n".join(lines) + b"\n")
 
 
 def spoil(run: Path, how: str) -> str:

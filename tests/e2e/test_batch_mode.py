@@ -20,6 +20,8 @@ import pytest
 from e2e.test_e2e_serve import TTC, Server, env
 from e2e.test_overnight import outcome
 
+from ttc.engine.journal import read_journal
+
 SUITE = ["--per-task", "6"]
 RUN = [*SUITE, "--embedder", "lexical", "--workers", "1", "--no-cache", "-q", "--no-live",
        "--provider", "openai", "--model", "sim", "--price", "1,1"]  # fmt: skip
@@ -50,7 +52,7 @@ def batches(server: Server) -> list[dict[str, Any]]:
 
 
 def journal(run: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(x) for x in (run / "journal.jsonl").read_bytes().splitlines()]
+    return list(read_journal(run / "journal.jsonl"))
 
 
 def bought_once(run: Path) -> None:
@@ -122,11 +124,7 @@ def test_sigkill_during_a_batch_then_resume_makes_no_second_batch(tmp_path: Path
 
 
 def _journal_so_far(run: Path) -> list[dict[str, Any]]:
-    path = run / "journal.jsonl"
-    if not path.exists():
-        return []
-    lines = path.read_bytes().splitlines()
-    return [orjson.loads(x) for x in lines[:-1]]  # the last line may be torn
+    return list(read_journal(run / "journal.jsonl"))  # a torn last frame is left out
 
 
 @pytest.mark.slow

@@ -18,14 +18,16 @@ from e2e.test_overnight import COMMON, TTC, env, outcome, sample_lines, ttc
 
 from ttc.engine import ConfigError
 from ttc.engine.cli import main
+from ttc.engine.journal import journal_text
 from ttc.engine.journal._appender import Appender
+from ttc.engine.journal._frames import Deflater, whole_size
 from ttc.engine.journal._lock import RunLock
 
 
 def samples_bought(run: Path) -> Counter[tuple[int, str, int]]:
     """How often each (round, question, k) was journaled as answered."""
     bought: Counter[tuple[int, str, int]] = Counter()
-    for raw in (run / "journal.jsonl").read_bytes().splitlines():
+    for raw in journal_text(run / "journal.jsonl"):
         event = orjson.loads(raw)
         if event["ev"] == "sample" and event.get("ok"):
             bought[(event["round"], event["item"], event["k"])] += 1
@@ -108,20 +110,25 @@ def test_a_full_disk_stops_the_run_with_one_line_and_resume_equals_an_uninterrup
     common = ["run", "--per-task", "4", "--embedder", "lexical", "--workers", "0", "-q"]
     assert main([*common, "--out", str(tmp_path / "whole"), "--no-cache"]) == 0
 
-    real_write = Appender._write
+    real_write, real_frame = Appender._write, Deflater.frame
     written = 0
+
+    def counted(deflater: Deflater, data: bytes) -> bytes:  # the lines of the frame to write
+        nonlocal written
+        written += data.count(b"\n")
+        return real_frame(deflater, data)
 
     def fills_up(fd: int, data: bytes) -> None:
         # The disk fills up halfway through the write that holds the 40th line (the journal's
-        # writer thread writes the lines appended meanwhile at once): part of it reaches the file.
-        nonlocal written
-        written += data.count(b"\n")
+        # writer thread writes the lines appended meanwhile at once, in one frame): part of it
+        # reaches the file.
         if written >= 40:
             os.write(fd, data[: len(data) // 2])
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         real_write(fd, data)
 
     run = tmp_path / "run"
+    monkeypatch.setattr(Deflater, "frame", counted)
     monkeypatch.setattr(Appender, "_write", staticmethod(fills_up))
     capsys.readouterr()
     assert main([*common, "--out", str(run), "--no-cache"]) == 75
@@ -129,9 +136,9 @@ def test_a_full_disk_stops_the_run_with_one_line_and_resume_equals_an_uninterrup
     assert len(err) == 1, err
     assert f"cannot write {run / 'journal.jsonl'}: No space left on device" in err[0]
     assert f"ttc resume {run}" in err[0]
-    # What was journaled before the failure is whole: no torn line is left in the middle.
-    journal = (run / "journal.jsonl").read_bytes()
-    assert journal.endswith(b"\n")
+    # What was journaled before the failure is whole: no torn frame is left at its end.
+    assert whole_size(run / "journal.jsonl") == (run / "journal.jsonl").stat().st_size
+    journal = b"".join(journal_text(run / "journal.jsonl"))
     assert all(orjson.loads(line) for line in journal.splitlines())
 
     monkeypatch.setattr(Appender, "_write", staticmethod(real_write))

@@ -13,6 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
+from ttc.engine.journal import journal_text, read_journal
+
 TTC = str(Path(sys.executable).with_name("ttc"))
 COMMON = ["--per-task", "8", "--embedder", "lexical", "--workers", "1", "--sim-latency",
           "0.1", "--concurrency", "2", "-q"]  # fmt: skip
@@ -93,7 +95,7 @@ def comparable(summary: dict[str, Any]) -> dict[str, Any]:
 def sample_lines(run: Path) -> int:
     """Sample events in the run's journal so far."""
     path = run / "journal.jsonl"
-    return path.read_bytes().count(b'"ev":"sample"') if path.exists() else 0
+    return sum(b'"ev":"sample"' in line for line in journal_text(path))
 
 
 @pytest.mark.slow
@@ -132,7 +134,7 @@ def test_sigkill_at_random_points_then_resume_equals_an_uninterrupted_run(tmp_pa
     # The whole summary, field by field: a resumed round counts the requests of every session.
     assert comparable(load(killed / "summary.json")) == comparable(load(reference / "summary.json"))
     # every sample of the journal was bought once: no key has two responses
-    samples = [orjson.loads(x) for x in (killed / "journal.jsonl").read_bytes().splitlines()]
+    samples = list(read_journal(killed / "journal.jsonl"))
     keys = [(e["round"], e["item"], e["k"]) for e in samples if e["ev"] == "sample" and e["ok"]]
     assert len(keys) == len(set(keys))
 

@@ -15,6 +15,8 @@ from typing import Any
 import orjson
 import pytest
 
+from ttc.engine.journal import journal_text
+
 TTC = str(Path(sys.executable).with_name("ttc"))
 RUN = ["run", "--limit", "30", "--rounds", "3", "--seed", "5", "--embedder", "lexical", "--no-live"]
 # What a run's rounds and questions must agree on, whatever verified them.
@@ -78,13 +80,13 @@ def interrupt(tmp_path: Path, args: list[str], journal: Path, presses: int = 1) 
     """Runs ttc in a session of its own and presses Ctrl-C (SIGINT to its process group) a
     second after the journal grows, and again at once if `presses` is 2 (with Ray, while it is
     still starting): exit 130, no traceback, and nothing of it left."""
-    lines = len(journal.read_bytes().splitlines()) if journal.exists() else 0
+    lines = len(list(journal_text(journal)))
     proc = subprocess.Popen(
         [TTC, *args], cwd=tmp_path, env=env(tmp_path), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     deadline = time.monotonic() + 300
-    while not journal.exists() or len(journal.read_bytes().splitlines()) <= lines:
+    while len(list(journal_text(journal))) <= lines:
         assert proc.poll() is None, proc.communicate()[1]
         assert time.monotonic() < deadline, "the journal did not grow in 300 s"
         time.sleep(0.05)

@@ -15,6 +15,8 @@ import pytest
 from e2e.test_e2e_serve import TTC, Server, env
 from e2e.test_overnight import outcome
 
+from ttc.engine.journal import journal_text
+
 SUITE = ["--per-task", "15"]
 RUN = [*SUITE, "--embedder", "lexical", "--workers", "1", "--no-cache", "-q", "--no-live",
        "--provider", "openai", "--model", "sim", "--concurrency", "6"]  # fmt: skip
@@ -22,7 +24,7 @@ RUN = [*SUITE, "--embedder", "lexical", "--workers", "1", "--no-cache", "-q", "-
 
 def _samples(run: Path) -> list[dict[str, Any]]:
     try:
-        lines = (run / "journal.jsonl").read_bytes().splitlines()
+        lines = [raw.rstrip(b"\n") for raw in journal_text(run / "journal.jsonl")]
     except FileNotFoundError:
         return []
     # The last line may be half written while the run goes on.

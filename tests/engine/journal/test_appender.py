@@ -19,6 +19,7 @@ import pytest
 from ttc.engine import RoundEnded, RunStarted, WriteError
 from ttc.engine.journal import read_journal
 from ttc.engine.journal._appender import Appender
+from ttc.engine.journal._frames import MAGIC, whole_size
 from ttc.engine.journal._journal import Journal
 
 
@@ -78,7 +79,7 @@ import sys, time
 from pathlib import Path
 from ttc.engine import RunStarted
 from ttc.engine.journal._journal import Journal
-journal = Journal(Path(sys.argv[1])).open()
+journal = Journal(Path(sys.argv[1]), compact=sys.argv[2] == "compact").open()
 for i in range(200):
     journal.append(RunStarted(resumed=False, t=float(i)))
 print("appended", flush=True)
@@ -87,10 +88,11 @@ while True:  # a busy loop thread: the writer must still get its turn
 """
 
 
-def test_a_line_appended_survives_a_sigkill_moments_later(tmp_path: Path) -> None:
+@pytest.mark.parametrize("form", ["plain", "compact"])
+def test_a_line_appended_survives_a_sigkill_moments_later(tmp_path: Path, form: str) -> None:
     path = tmp_path / "journal.jsonl"
     with subprocess.Popen(
-        [sys.executable, "-c", KILLED, str(path)],
+        [sys.executable, "-c", KILLED, str(path), form],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
@@ -105,6 +107,7 @@ def test_a_line_appended_survives_a_sigkill_moments_later(tmp_path: Path) -> Non
             if child.poll() is None:
                 child.kill()
     assert [e["t"] for e in read_journal(path)] == [float(i) for i in range(200)]
+    assert path.read_bytes().startswith(MAGIC) == (form == "compact")
 
 
 def fills_up_halfway(fd: int, data: bytes) -> None:
@@ -113,11 +116,12 @@ def fills_up_halfway(fd: int, data: bytes) -> None:
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
+@pytest.mark.parametrize("compact", [False, True])
 def test_a_full_disk_leaves_whole_lines_and_raises_at_the_next_call(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compact: bool
 ) -> None:
     path = tmp_path / "journal.jsonl"
-    journal = Journal(path).open()
+    journal = Journal(path, compact=compact).open()
     journal.append(started(0))
     journal.flush()
     monkeypatch.setattr(Appender, "_write", staticmethod(fills_up_halfway))
@@ -129,24 +133,34 @@ def test_a_full_disk_leaves_whole_lines_and_raises_at_the_next_call(
         journal.append(started(6))  # nothing is written after a line that failed
     journal.close()  # raised already: closing says it no more
     data = path.read_bytes()
-    assert data.endswith(b"\n")
+    assert data.endswith(b"\n") != compact
     times = [e["t"] for e in read_journal(path)]
     assert times == [float(i) for i in range(len(times))]  # a prefix, in order
     assert 1 <= len(times) < 6
+    if compact:  # a frame is whole or cut: the file is its whole frames, and goes on
+        assert whole_size(path) == len(data)
+        monkeypatch.undo()
+        with Journal(path, compact=True) as again:
+            again.append(started(9))
+        assert [e["t"] for e in read_journal(path)] == [*times, 9.0]
 
 
+@pytest.mark.parametrize("compact", [False, True])
 def test_a_failure_nothing_raised_yet_is_raised_by_close(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compact: bool
 ) -> None:
     monkeypatch.setattr(Appender, "_write", staticmethod(fills_up_halfway))
-    journal = Journal(tmp_path / "journal.jsonl").open()
+    journal = Journal(tmp_path / "journal.jsonl", compact=compact).open()
     journal.append(started(0))
     with pytest.raises(WriteError, match="No space left on device"):
         journal.close()
     assert (tmp_path / "journal.jsonl").read_bytes() == b""  # the torn half is cut off
 
 
-def test_close_writes_everything_appended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("compact", [False, True])
+def test_close_writes_everything_appended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compact: bool
+) -> None:
     real = Appender._write
 
     def slowly(fd: int, data: bytes) -> None:
@@ -155,7 +169,7 @@ def test_close_writes_everything_appended(tmp_path: Path, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(Appender, "_write", staticmethod(slowly))
     path = tmp_path / "journal.jsonl"
-    journal = Journal(path).open()
+    journal = Journal(path, compact=compact).open()
     for i in range(50):
         journal.append(RoundEnded(i, 1, 1, 0, 0.0, 0, 0, 0.0))
     journal.close()

@@ -11,7 +11,8 @@ from fakes import FakeSuite, ScriptedProvider, Step, items
 
 from ttc.engine import ConfigError, DataError, Engine, RunConfig, RunResult
 from ttc.engine.journal._events import RunStarted
-from ttc.engine.journal._journal import Journal, read_journal
+from ttc.engine.journal._frames import MAGIC, Deflater, compact
+from ttc.engine.journal._journal import Journal, journal_text, read_journal
 from ttc.engine.run import run_begun
 
 SCRIPT: dict[str, list[Step]] = {
@@ -64,7 +65,7 @@ async def test_resume_replays_the_journal_and_sends_nothing(tmp_path: Path) -> N
 async def test_resume_after_a_torn_line_sends_only_what_is_missing(tmp_path: Path) -> None:
     await run(ScriptedProvider(dict(SCRIPT)), tmp_path)
     path = tmp_path / "journal.jsonl"
-    lines = path.read_bytes().splitlines(keepends=True)
+    lines = list(journal_text(path))  # written again plain: a journal from before
     # Keep round 1 only, and tear the first line of round 2 in half.
     r1 = [ln for ln in lines if orjson.loads(ln).get("round", 1) == 1]
     r2_first = next(ln for ln in lines if b'"round":2' in ln and b'"sample"' in ln)
@@ -78,6 +79,27 @@ async def test_resume_after_a_torn_line_sends_only_what_is_missing(tmp_path: Pat
     assert result.rounds[1].sent == result.rounds[1].requests == 4
     assert result.solved == 3
     list(read_journal(path))  # the torn half-line was cut, the journal reads cleanly
+    assert path.read_bytes().startswith(b"{")  # a journal from before goes on plain
+
+
+async def test_resume_after_a_kill_mid_frame_sends_only_what_is_missing(tmp_path: Path) -> None:
+    await run(ScriptedProvider(dict(SCRIPT)), tmp_path)
+    path = tmp_path / "journal.jsonl"
+    assert path.read_bytes().startswith(MAGIC)  # a run writes its journal compact
+    lines = list(journal_text(path))
+    # Killed in the middle of the write of round 2's first sample (its own frame: a frame a
+    # write), so the journal holds round 1 whole and a torn frame.
+    r2 = next(i for i, ln in enumerate(lines) if b'"ev":"sample","round":2' in ln)
+    written = compact(b"".join(lines[:r2]))
+    torn = Deflater().frame(lines[r2])
+    path.write_bytes(written + torn[: len(torn) // 2])
+    provider = ScriptedProvider({"q1": ["right:q1"], "q3": ["wrong", "right:q3"]})
+    result = await run(provider, tmp_path, resume=True)
+    assert result.rounds[0].sent == 0
+    assert result.rounds[1].sent == result.rounds[1].requests == 4
+    assert result.solved == 3
+    assert path.read_bytes().startswith(written)  # cut after the whole frames, then gone on
+    assert sum(b'"ev":"start"' in ln for ln in journal_text(path)) == 2
 
 
 async def test_a_second_run_into_the_same_directory_is_refused(tmp_path: Path) -> None:
@@ -146,7 +168,7 @@ async def test_a_landed_sample_without_verdict_is_judged_not_bought_again(tmp_pa
     # The run stopped after round 3's samples landed but before any was judged.
     kept = [
         ln
-        for ln in path.read_bytes().splitlines(keepends=True)
+        for ln in journal_text(path)
         if not (orjson.loads(ln).get("round") == 3 and orjson.loads(ln)["ev"] != "sample")
     ]
     path.write_bytes(b"".join(kept))
@@ -248,6 +270,6 @@ def _truncate(path: Path, size: int) -> None:
 
 
 def _replace_line(path: Path, lineno: int, line: bytes) -> None:
-    lines = path.read_bytes().split(b"\n")
+    lines = [raw.rstrip(b"\n") for raw in journal_text(path)]  # written again plain
     lines[lineno - 1] = line
-    path.write_bytes(b"\n".join(lines))
+    path.write_bytes(b"\n".join(lines) + b"\n")

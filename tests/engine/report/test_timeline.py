@@ -19,6 +19,7 @@ from ttc.engine import (
     Transient,
 )
 from ttc.engine.cli import main
+from ttc.engine.journal import read_journal
 from ttc.engine.report._timeline import Timeline, read_timeline, timeline
 
 FAST = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01)
@@ -39,7 +40,7 @@ async def faulty_run(out: Path) -> None:
 
 
 def journal(out: Path) -> list[dict[str, object]]:
-    return [orjson.loads(x) for x in (out / "journal.jsonl").read_bytes().splitlines()]
+    return list(read_journal(out / "journal.jsonl"))
 
 
 async def test_the_timeline_counts_what_the_journal_holds(tmp_path: Path) -> None:

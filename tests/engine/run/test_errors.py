@@ -19,6 +19,7 @@ from ttc.engine import (
     StopKind,
     Transient,
 )
+from ttc.engine.journal import read_journal
 from ttc.engine.run import FAILURE_STREAK, PROVIDER_STOP
 from ttc.engine.run._budget import FAILURE_STREAK_MIN, FIRST_ATTEMPTS
 
@@ -36,7 +37,7 @@ async def run(provider: ScriptedProvider, n: int, out: Path, **cfg: object) -> R
 
 
 def journal(out: Path) -> list[dict[str, object]]:
-    return [orjson.loads(line) for line in (out / "journal.jsonl").read_bytes().splitlines()]
+    return list(read_journal(out / "journal.jsonl"))
 
 
 async def test_rate_limit_then_success_recovers(tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ from ttc.engine import (
     VerifierError,
 )
 from ttc.engine.contract import FloatArray
+from ttc.engine.journal import read_journal
 from ttc.engine.run import FAILURE_STREAK, VerifierPool
 from ttc.engine.run._engine import CANCELLED
 
@@ -73,7 +74,7 @@ def engine(
 
 
 def journal(out: Path) -> list[dict[str, object]]:
-    return [orjson.loads(line) for line in (out / "journal.jsonl").read_bytes().splitlines()]
+    return list(read_journal(out / "journal.jsonl"))
 
 
 def summary(out: Path) -> dict[str, object]:

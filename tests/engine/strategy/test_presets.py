@@ -47,7 +47,7 @@ from ttc.engine.cli import RunSpec, build_parser, run_config, share_warmup
 from ttc.engine.cli._commands import role_totals
 from ttc.engine.cli._wiring import matched_budget
 from ttc.engine.contract._types import Message, Request
-from ttc.engine.journal._journal import read_journal
+from ttc.engine.journal._journal import journal_text, read_journal
 from ttc.engine.journal._rundir import matched_output_tokens
 from ttc.engine.run import PROVIDER_STOP
 from ttc.engine.send._prices import Price
@@ -443,7 +443,7 @@ async def test_the_reward_model_decides_and_ground_truth_only_evaluates(tmp_path
     assert policy2.history == []
     assert judge2.history == []
     path = tmp_path / "journal.jsonl"
-    kept = [ln for ln in path.read_bytes().splitlines(keepends=True) if b'"ev":"judge"' not in ln]
+    kept = [ln for ln in journal_text(path) if b'"ev":"judge"' not in ln]
     path.write_bytes(b"".join(kept))
     policy3, judge3 = ScriptedProvider(), judge_script()
     again = await run(policy3, 2, out=tmp_path, roles={"judge": judge3}, resume=True, **kwargs)
@@ -773,7 +773,7 @@ def cut_before_round(src: Path, dst: Path, round_no: int) -> None:
     """A copy of the run in `src` as if killed when round `round_no` sent its first sample."""
     dst.mkdir()
     shutil.copy(src / "config.json", dst / "config.json")
-    lines = (src / "journal.jsonl").read_bytes().splitlines(keepends=True)
+    lines = list(journal_text(src / "journal.jsonl"))  # the copy is plain: as from before
     marker = b'"ev":"sample","round":%d' % round_no
     cut = next(i for i, line in enumerate(lines) if marker in line)
     (dst / "journal.jsonl").write_bytes(b"".join(lines[:cut]))

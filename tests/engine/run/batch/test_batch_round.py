@@ -25,7 +25,7 @@ from ttc.engine import (
     Usage,
 )
 from ttc.engine.contract import BatchResult, BatchStatus
-from ttc.engine.journal import SampleLanded, decode, encode
+from ttc.engine.journal import SampleLanded, decode, encode, journal_text, read_journal
 from ttc.engine.send._prices import PRICES, parse_batch_discount
 from ttc.retrieval import LexicalEmbedder
 
@@ -145,9 +145,7 @@ async def test_a_batch_run_lands_what_a_synchronous_run_does_at_half_price(
     assert batch["input_tokens"] == sync["input_tokens"]
     assert batch["cost_usd"] == pytest.approx(sync["cost_usd"] / 2)
     assert len(fake.batches) == 3  # one a round
-    events = [
-        orjson.loads(x) for x in (tmp_path / "batch" / "journal.jsonl").read_bytes().splitlines()
-    ]
+    events = list(read_journal(tmp_path / "batch" / "journal.jsonl"))
     kinds = [e["ev"] for e in events]
     assert kinds.count("batch_file") == kinds.count("batch") == 3
     assert all(e.get("batch") for e in events if e["ev"] == "sample")
@@ -159,7 +157,7 @@ async def test_a_batch_whose_id_was_never_journaled_is_found_by_its_tag(tmp_path
     fake.crash_on_create = True
     with pytest.raises(RuntimeError, match="killed"):
         await _run(tmp_path / "run", provider)
-    journal = (tmp_path / "run" / "journal.jsonl").read_bytes()
+    journal = b"".join(journal_text(tmp_path / "run" / "journal.jsonl"))
     assert b'"ev":"batch_file"' in journal
     assert b'"ev":"batch"' not in journal
     resumed = ScriptedProvider(_script())
@@ -203,9 +201,7 @@ async def test_a_resend_batch_whose_id_was_never_journaled_is_found_by_its_tag(
     assert len(fake.batches) == 4  # 3 rounds and one re-send: none made twice
     assert resumed.history == []
     assert _results(tmp_path / "run") == _results(tmp_path / "reference")
-    events = [
-        orjson.loads(x) for x in (tmp_path / "run" / "journal.jsonl").read_bytes().splitlines()
-    ]
+    events = list(read_journal(tmp_path / "run" / "journal.jsonl"))
     resent = [e["resent"] for e in events if e["ev"] == "batch_state" and e.get("resent")]
     assert resent == [{"failed": 2}]  # counted once, by the session that saw it
 
