@@ -10,7 +10,7 @@ go, because handing work across a process boundary costs more than the work itse
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from typing import Any, Generic, TypeVar
 
 from ttc.engine._util._offloop import pause
@@ -30,25 +30,7 @@ async def bounded(
     that `except ValueError` around a pool catches what `fn` raised.
     """
 
-    call = _loud(fn)
-
-    worker: Callable[[], Awaitable[None]]
-    if isinstance(things, AsyncIterator):
-        source = things
-
-        async def worker() -> None:
-            async for x in source:  # a shared iterator: each x goes to one worker
-                await call(x)
-                await pause()  # work that never waits must not hold the host's loop
-
-    else:
-        it = iter(things)
-
-        async def worker() -> None:
-            for x in it:
-                await call(x)
-                await pause()
-
+    worker = _worker(things, fn)
     try:
         async with asyncio.TaskGroup() as tg:
             for _ in range(max(1, workers)):
@@ -59,21 +41,45 @@ async def bounded(
         raise
 
 
-def _loud(fn: Callable[[T], Awaitable[Any]]) -> Callable[[T], Awaitable[None]]:
-    """`fn`, with a stray CancelledError from code it awaited made a loud error: a task group
-    ignores a cancelled child, so the worker and its work would end in silence."""
+def _worker(
+    things: Iterable[T] | AsyncIterator[T], fn: Callable[[T], Awaitable[Any]]
+) -> Callable[[], Coroutine[Any, Any, None]]:
+    """A worker of the pool: takes the next x from the shared source and awaits `fn(x)` itself,
+    with no coroutine around it (every request of a round passes here)."""
+    if isinstance(things, AsyncIterator):
+        source = things
 
-    async def call(x: T) -> None:
-        try:
-            await fn(x)
-        except asyncio.CancelledError as exc:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise  # the pool is being cancelled
-            name = getattr(fn, "__qualname__", repr(fn))
-            raise RuntimeError(f"{name} raised a CancelledError no one asked for") from exc
+        async def take_async() -> None:
+            async for x in source:  # a shared iterator: each x goes to one worker
+                try:
+                    await fn(x)
+                except asyncio.CancelledError as exc:
+                    _loud(fn, exc)
+                await pause()  # work that never waits must not hold the host's loop
 
-    return call
+        return take_async
+    it = iter(things)
+
+    async def take() -> None:
+        for x in it:
+            try:
+                await fn(x)
+            except asyncio.CancelledError as exc:
+                _loud(fn, exc)
+            await pause()
+
+    return take
+
+
+def _loud(fn: Callable[..., Awaitable[Any]], exc: asyncio.CancelledError) -> None:
+    """A CancelledError out of `fn`: raised again if the pool is being cancelled, else (a stray
+    one from code `fn` awaited) made a loud error: a task group ignores a cancelled child, so the
+    worker and its work would end in silence."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise exc  # the pool is being cancelled
+    name = getattr(fn, "__qualname__", repr(fn))
+    raise RuntimeError(f"{name} raised a CancelledError no one asked for") from exc
 
 
 class Batches(Generic[T]):
