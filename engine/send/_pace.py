@@ -9,86 +9,37 @@ after it back, so the loop's lateness is not lost from the rate, as it is with a
 machine). Any window of W seconds then holds at most W / interval + 1.5 requests whatever W is:
 safe against a server whose window is unknown.
 
-Learning the window. A server that counts requests over a sliding window of W seconds and
-announces per-minute numbers (OpenAI's `x-ratelimit-*`; `ttc serve --window`) says more than its
-limit. Its `reset-requests` is the time until its window is back to full, i.e. until the newest
-request in it leaves, so W = reset + the time since our latest request. Its `remaining` says how
-full the window is, so while every request we sent is still in it (the first W seconds),
-W = period * sent / (limit - remaining). Two responses running on which the two agree (and so on
-which the server counts no request but ours) make the window known: then at most `budget` =
-limit * W / period requests are in any `span` = W + margin seconds, each sent as soon as the
-window has room. A sliding window admits its whole budget at any moment, so a run fills its
-first window at once instead of over W seconds; over a long run the rate is the same. The
-margin (1% of W, at least 50 ms) covers the delay between taking a slot and the server counting
-the request. While the window is trusted, `remaining` 0 is what filling it means, and does not
-close the limiter's gate (the window says when there is room again).
+Learning the window. A server announcing per-period numbers (OpenAI's `x-ratelimit-*`; `ttc
+serve --window`) says more than its limit: its `remaining` and its reset, read against our own
+requests, show how it counts (a sliding window whose reset is its newest or its oldest entry
+leaving, a fixed window, a token bucket) and its window W (`_window`). Once the readings of two
+responses running agree on one kind (and so the server counts no request but ours), at most
+`budget` = limit * W / period requests are in any `span` = W + margin seconds, each sent as soon
+as the window has room: safe on all three kinds, since a sliding or fixed window of W holds no
+more and a bucket of a window's worth refills at least as fast. A window admits its whole budget
+at once, so a run fills its first window at once instead of over W seconds; over a long run the
+rate is the same. The margin (1% of W, at least 50 ms) covers the delay between taking a slot
+and the server counting the request. While the window is trusted, `remaining` 0 is what filling
+it means, and does not close the limiter's gate (the window says when there is room again).
 
-A server whose headers mean something else (a token bucket's reset is the time to refill what
-was used, a fraction of a second when paced) never makes the two estimates agree: it is paced.
-A request the server refuses is not in its window, so it leaves ours too; each episode of
-refusals triples the margin. The learnt window is given up for pacing when, on two responses
-running, the server counts more requests in it than ours (another client shares the quota), or
-when the margin would pass a tenth of the window; pacing resumes from where the bursts left its
-schedule, so no window is overfilled.
+A server whose headers fit none of the kinds is paced. A request the server refuses is not in
+its window, so it leaves ours too; each episode of refusals triples the margin. The learnt
+window is given up for pacing when, on two responses running, the server counts more requests
+in it than ours (another client shares the quota), when a learnt bucket's headers show a smaller
+one, or when the margin would pass a tenth of the window; pacing resumes from where the bursts
+left its schedule, so no window is overfilled.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import math
-from dataclasses import dataclass
+
+from ttc.engine.send._window import AGREEING, MIN_BUDGET, Reading, Sent, Window, WindowReader
 
 __all__ = ["RequestPace", "TokenPace", "Window"]
 
-AGREEING = 2  # responses running on which the window's estimates agree (or show another client)
 RECOVERY = 0.01  # of the configured rate, regained per clean answer after a slow-down
-_MIN_BUDGET = 4  # a window admitting fewer requests is paced: bursting it gains nothing
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """A server's request window as learnt from its headers: at most `budget` of our requests
-    in any `span` seconds (`seconds`, the window, plus a margin)."""
-
-    seconds: float
-    budget: int
-    span: float
-
-
-class _Sent:
-    """The times our requests started, oldest first; old ones are pruned."""
-
-    def __init__(self) -> None:
-        self._times: list[float] = []
-        self._lo = 0  # entries before this index are pruned
-
-    def __len__(self) -> int:
-        return len(self._times) - self._lo
-
-    def add(self, t: float) -> None:
-        self._times.append(t)
-
-    def prune(self, horizon: float) -> None:
-        """Forgets requests at or before `horizon`."""
-        self._lo = bisect.bisect_right(self._times, horizon, self._lo)
-        if self._lo > 1024 and self._lo * 2 > len(self._times):
-            del self._times[: self._lo]
-            self._lo = 0
-
-    def after(self, t: float) -> int:
-        """How many started after `t`."""
-        return len(self._times) - bisect.bisect_right(self._times, t, self._lo)
-
-    def remove(self, t: float) -> None:
-        """Forgets one request that started at `t`, if it is still held."""
-        i = bisect.bisect_left(self._times, t, self._lo)
-        if i < len(self._times) and self._times[i] == t:
-            del self._times[i]
-
-    def newest(self, k: int = 1) -> float:
-        """The start of the k-th newest request (k <= len)."""
-        return self._times[-k]
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
@@ -106,11 +57,11 @@ class RequestPace:
         self.period = period
         self.window: Window | None = None
         self.dropped: str | None = None  # why a learnt window was given up (or never learnt)
-        self._learn = learn
-        self._agreeing: list[tuple[float, float]] = []
+        self._reader: WindowReader | None = WindowReader(period) if learn else None
         self._foreign = 0  # responses running on which the server counted others' requests
         self._next = -math.inf  # when the next paced request may start
-        self._sent = _Sent()
+        self._empty_at = -math.inf  # a learnt bucket's: when ours would have left it (GCRA)
+        self._sent = Sent()
         self._lock = asyncio.Lock()  # FIFO: requests pass in the order they asked
         self._wake: asyncio.Future[None] | None = None
 
@@ -131,6 +82,9 @@ class RequestPace:
                     timer.cancel()
                     self._wake = None
             self._sent.add(now)
+            window = self.window
+            if window is not None and window.kind == "bucket":
+                self._empty_at = max(self._empty_at, now) + window.span / window.budget
             # A request the loop let through a little late keeps the schedule; one that came
             # to an idle pace (or a long stall) starts the schedule again from now.
             late = now - self._next
@@ -147,6 +101,10 @@ class RequestPace:
         window = self.window
         if window is None:
             return self._next
+        if window.kind == "bucket":
+            # A bucket refills as it empties: ours are paced as a bucket of the budget that
+            # refills over the span, never faster than the server's.
+            return max(now, self._empty_at - (window.budget - 1) * window.span / window.budget)
         if self._sent.after(now - window.span) < window.budget:
             return now
         # Room comes when the budget-th newest request leaves the span.
@@ -167,42 +125,44 @@ class RequestPace:
 
     def heed(self, now: float, limit: int, remaining: int, reset: float) -> None:
         """Learns the window from one response's headers, or checks the learnt one still holds."""
-        if not self._learn or not 0 <= remaining < limit or not 0 < reset <= self.period:
+        reader = self._reader
+        if reader is None or not 0 <= remaining < limit or not 0 < reset <= self.period:
             return
         self._sent.prune(now - self.period)
         if not len(self._sent):
             return
         used = limit - remaining  # of the window, in per-period units
         window = self.window
-        if window is not None:
-            # A request the server counts later than we took its slot may still be in its
-            # window when ours has let it go: only a count above ours that lasts is another's.
-            theirs = used * window.seconds / self.period - self._sent.after(now - window.span)
-            self._foreign = self._foreign + 1 if theirs > max(3.0, 0.05 * window.budget) else 0
-            if self._foreign >= AGREEING:
-                self._drop(f"the server counted {theirs:.0f} requests not ours in its window")
+        if window is None:
+            reading = reader.read(now, limit, used, reset, self._sent)
+            if reading is not None:
+                self._adopt(limit, reading, now, used)
             return
-        by_reset = reset + (now - self._sent.newest())
-        sent = len(self._sent)
-        in_window = self._sent.after(now - by_reset) == sent  # all of ours still in it
-        by_count = self.period * sent / used
-        if not in_window or abs(by_count - by_reset) > 0.05 * by_reset + 0.05:
-            self._agreeing.clear()
-            return
-        self._agreeing.append((by_reset, by_count))
-        if len(self._agreeing) >= AGREEING:
-            self._adopt(limit)
+        if window.kind == "bucket":
+            reading = reader.bucket(limit, used, reset)
+            if reader.apart:
+                self._drop("the server's headers stopped reading as one token bucket")
+                return
+            if reading is not None and reading.low > 1.02 * window.seconds:
+                self._adopt(limit, reading, now, used)  # a fuller bucket read: a longer one
+        # A request the server counts later than we took its slot may still be in its
+        # window when ours has let it go: only a count above ours that lasts is another's.
+        theirs = used * window.seconds / self.period - self._sent.after(now - window.span)
+        self._foreign = self._foreign + 1 if theirs > max(3.0, 0.05 * window.budget) else 0
+        if self._foreign >= AGREEING:
+            self._drop(f"the server counted {theirs:.0f} requests not ours in its window")
 
-    def _adopt(self, limit: int) -> None:
-        estimates = [w for pair in self._agreeing for w in pair]
-        self._agreeing.clear()
-        low, high = min(estimates), max(estimates)
+    def _adopt(self, limit: int, reading: Reading, now: float, used: int) -> None:
+        low, high = reading.low, reading.high
         budget = math.floor(limit * low / self.period + 1e-9)
-        if budget < _MIN_BUDGET or high > self.period:
-            self._learn = False
+        if budget < MIN_BUDGET or high > self.period:
+            self._reader = None
             self.dropped = f"a window of {budget} requests is paced"
             return
-        self.window = Window(high, budget, high + max(0.05, 0.01 * high))
+        window = self.window = Window(high, budget, high + max(0.05, 0.01 * high), reading.kind)
+        # What the server said is used of it, as if ours had been paced into it.
+        missing = used * window.seconds / self.period
+        self._empty_at = now + missing * window.span / window.budget
         if self._wake is not None:
             _resolve(self._wake)  # the head waiter re-checks, now against the window
 
@@ -215,7 +175,8 @@ class RequestPace:
             self._sent.remove(started)
         window = self.window
         if window is None:
-            self._agreeing.clear()
+            if self._reader is not None:
+                self._reader = WindowReader(self.period)  # what it read included a refusal
             return
         if not widen:
             return
@@ -223,11 +184,11 @@ class RequestPace:
         if margin > 0.1 * window.seconds:
             self._drop("the server refused requests inside the learnt window, margin or not")
             return
-        self.window = Window(window.seconds, window.budget, window.seconds + margin)
+        self.window = Window(window.seconds, window.budget, window.seconds + margin, window.kind)
 
     def _drop(self, why: str) -> None:
         self.window = None
-        self._learn = False
+        self._reader = None
         self.dropped = why
         if self._wake is not None:
             _resolve(self._wake)  # the head waiter re-checks, now against the pace
