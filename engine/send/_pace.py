@@ -61,6 +61,7 @@ class RequestPace:
         self._foreign = 0  # responses running on which the server counted others' requests
         self._next = -math.inf  # when the next paced request may start
         self._empty_at = -math.inf  # a learnt bucket's: when ours would have left it (GCRA)
+        self.lateness = 0.0  # how late the loop wakes a waiter, lately (a decaying maximum)
         self._sent = Sent()
         self._lock = asyncio.Lock()  # FIFO: requests pass in the order they asked
         self._wake: asyncio.Future[None] | None = None
@@ -81,6 +82,8 @@ class RequestPace:
                 finally:
                     timer.cancel()
                     self._wake = None
+                # The loop's lateness bounds how late a response's headers are read too.
+                self.lateness = max(loop.time() - at, 0.9 * self.lateness)
             self._sent.add(now)
             window = self.window
             if window is not None and window.kind == "bucket":
@@ -134,7 +137,9 @@ class RequestPace:
         used = limit - remaining  # of the window, in per-period units
         window = self.window
         if window is None:
-            reading = reader.read(now, limit, used, reset, self._sent)
+            # Read at most twice the loop's lateness after the server wrote them (at least 10 ms).
+            lag = 0.01 + 2 * self.lateness
+            reading = reader.read(now, limit, used, reset, self._sent, lag)
             if reading is not None:
                 self._adopt(limit, reading, now, used)
             return
@@ -146,8 +151,11 @@ class RequestPace:
             if reading is not None and reading.low > 1.02 * window.seconds:
                 self._adopt(limit, reading, now, used)  # a fuller bucket read: a longer one
         # A request the server counts later than we took its slot may still be in its
-        # window when ours has let it go: only a count above ours that lasts is another's.
-        theirs = used * window.seconds / self.period - self._sent.after(now - window.span)
+        # window when ours has let it go, and a response read late (a loaded loop) counted
+        # requests that ours has let go since: ours are counted a tenth of the window further
+        # back, and only a count above them that lasts is another's.
+        horizon = now - window.span - 0.1 * window.seconds
+        theirs = used * window.seconds / self.period - self._sent.after(horizon)
         self._foreign = self._foreign + 1 if theirs > max(3.0, 0.05 * window.budget) else 0
         if self._foreign >= AGREEING:
             self._drop(f"the server counted {theirs:.0f} requests not ours in its window")

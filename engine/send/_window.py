@@ -39,7 +39,8 @@ KINDS = ("sliding-newest", "sliding-oldest", "fixed", "bucket")
 
 AGREEING = 2  # readings running that make a window (or that show another client)
 _BUCKET_READINGS = 3  # a bucket's readings are ranges: three, of different states
-_TOLERANCE = 0.05  # of a window, between two estimates that agree
+_NARROW = 0.02  # a window is known once its readings meet within 2% of it (and _SLACK)
+_SLACK = 0.02  # seconds: the server counts a request a little after we sent it
 _MS = 0.001  # resets are announced to the millisecond
 MIN_BUDGET = 4  # a window admitting fewer requests is paced: bursting it gains nothing
 
@@ -57,8 +58,9 @@ class Window:
 
 @dataclass(frozen=True, slots=True)
 class Reading:
-    """What one response says of the window under one kind: between `low` and `high` seconds;
-    `used`, the per-period units it said were used."""
+    """What responses say of the window under one kind: between `low` and `high` seconds;
+    `used`, the per-period units a bucket's response said were used, or how many responses met
+    in the range (the other kinds)."""
 
     kind: str
     low: float
@@ -100,13 +102,14 @@ class Sent:
         """The start of the k-th newest request (k <= len)."""
         return self._times[-k]
 
+    def before(self, t: float) -> float:
+        """The start of the newest request at or before `t` (-inf if none)."""
+        i = bisect.bisect_right(self._times, t, self._lo)
+        return self._times[i - 1] if i > self._lo else -math.inf
+
     def oldest(self) -> float:
         """The start of the oldest request held (len > 0)."""
         return self._times[self._lo]
-
-
-def _agree(a: float, b: float) -> bool:
-    return abs(a - b) <= _TOLERANCE * max(a, b) + 0.05
 
 
 class WindowReader:
@@ -120,66 +123,86 @@ class WindowReader:
         self._restart: tuple[float, float] | None = None  # a fixed window's restart, length
         self.apart = False  # the latest bucket reading met not all of the others
 
-    def read(self, now: float, limit: int, used: int, reset: float, sent: Sent) -> Reading | None:
-        """One response's headers (`used` > 0 per-period units, `reset` S seconds): the window,
-        once the readings of one kind agree."""
+    def read(
+        self, now: float, limit: int, used: int, reset: float, sent: Sent, lag: float = 0.0
+    ) -> Reading | None:
+        """One response's headers (`used` > 0 per-period units, `reset` S seconds), read `lag`
+        seconds at most after the server wrote them: the window, once the readings of one kind
+        agree. A late reading is a wider range (ours sent meanwhile may not be counted), and a
+        range wider than the tolerance is no reading."""
         n = len(sent)
         for reading in (
-            self._sliding(now, limit, used, reset, sent, n),
-            self._fixed(now, limit, used, reset, sent),
+            self._sliding(now, limit, used, reset, sent, n, lag),
+            self._fixed(now, limit, used, reset, sent, lag),
         ):
             if reading is not None:
                 return reading
         return self.bucket(limit, used, reset)
 
     def _agreed(self, kind: str, reading: Reading | None, limit: int) -> Reading | None:
-        """The agreed window if `reading` agrees with the previous one of its kind."""
-        if (
-            reading is None
-            or not _agree(reading.low, reading.high)
-            or limit * reading.low / self.period < MIN_BUDGET
-        ):
+        """The window once `reading` and the ones before it of its kind (each a range that
+        holds the window) meet in a range narrow enough; a reading that meets none of them
+        starts again."""
+        if reading is None or reading.low > reading.high:
             self._last.pop(kind, None)
             return None
         last = self._last.get(kind)
+        if last is not None and last.low <= reading.high and reading.low <= last.high:
+            low, high = max(last.low, reading.low), min(last.high, reading.high)
+            reading = Reading(kind, low, high, last.used + 1)
+        else:
+            reading = Reading(kind, reading.low, reading.high, 1)
         self._last[kind] = reading
-        if last is None or not _agree(min(last.low, reading.low), max(last.high, reading.high)):
+        if (
+            reading.used < AGREEING
+            or reading.high - reading.low > _NARROW * reading.high + _SLACK
+            or limit * reading.low / self.period < MIN_BUDGET
+        ):
             return None
         self._last.pop(kind)
-        return Reading(kind, min(last.low, reading.low), max(last.high, reading.high), used=0)
+        return reading
 
     def _sliding(
-        self, now: float, limit: int, used: int, reset: float, sent: Sent, n: int
+        self, now: float, limit: int, used: int, reset: float, sent: Sent, n: int, lag: float
     ) -> Reading | None:
-        # While every request of ours is still in the window, used units are period * n / W.
-        by_count = self.period * n / used
+        # While every request of ours is still in the window, used units are period * n / W
+        # (those sent in the last `lag` seconds may not be counted yet); the reset is W less
+        # the time since our newest (or oldest) request as the server saw it, `lag` ago at most.
+        by_count = (self.period * (n - sent.after(now - lag)) / used, self.period * n / used)
+        newest = sent.newest()
         found = None
-        for kind, since in (("sliding-newest", sent.newest()), ("sliding-oldest", sent.oldest())):
-            by_reset = reset + now - since
-            whole = sent.after(now - by_reset) == n  # all of ours still in it
-            reading = Reading(kind, min(by_count, by_reset), max(by_count, by_reset), used)
-            found = found or self._agreed(kind, reading if whole else None, limit)
+        for kind, by_reset in (
+            ("sliding-newest", (reset + now - lag - newest, reset + now - sent.before(now - lag))),
+            ("sliding-oldest", (reset + now - lag - sent.oldest(), reset + now - sent.oldest())),
+        ):
+            whole = sent.after(now - by_reset[1] - _SLACK) == n  # all of ours still in it
+            low = max(by_count[0], by_reset[0] - _SLACK)
+            high = min(by_count[1], by_reset[1] + _SLACK)
+            reading = Reading(kind, low, high, 1) if whole else None
+            found = found or self._agreed(kind, reading, limit)
         return found
 
-    def _fixed(self, now: float, limit: int, used: int, reset: float, sent: Sent) -> Reading | None:
+    def _fixed(
+        self, now: float, limit: int, used: int, reset: float, sent: Sent, lag: float
+    ) -> Reading | None:
         ends, last = now + reset, self._ends
         self._ends = ends
-        if last is not None and ends > last + 0.05:
+        if last is not None and ends > last + 0.05 + lag:
             # A restart passed at `last`, or the reset moved as a sliding window's does: the
             # count since `last` (none of ours yet, for a sliding window) tells them apart.
             self._restart = (last, ends - last)
             self._last.pop("fixed", None)
             return None
-        if last is None or ends < last - 0.05 or self._restart is None:
+        if last is None or ends < last - 0.05 - lag or self._restart is None:
             self._restart = None
             return None
         restart, length = self._restart
         if restart > now:  # a sliding window's reset moving on, not a restart
             return None
-        by_count = self.period * sent.after(restart) / used
-        return self._agreed(
-            "fixed", Reading("fixed", min(by_count, length), max(by_count, length), used), limit
-        )
+        since = sent.after(restart)
+        low = max(self.period * (since - sent.after(now - lag)) / used, length - lag - _SLACK)
+        high = min(self.period * since / used, length + lag + _SLACK)
+        return self._agreed("fixed", Reading("fixed", low, high, 1), limit)
 
     def bucket(self, limit: int, used: int, reset: float) -> Reading | None:
         """One more response read as a token bucket: the window the readings so far agree on
