@@ -108,10 +108,13 @@ class RequestPace:
             # A bucket refills as it empties: ours are paced as a bucket of the budget that
             # refills over the span, never faster than the server's.
             return max(now, self._empty_at - (window.budget - 1) * window.span / window.budget)
-        if self._sent.after(now - window.span) < window.budget:
+        # A loaded loop sends a request later after its slot than the one it replaces: the span
+        # widens by twice the loop's lateness, so the server has let that one go.
+        span = window.span + 2 * self.lateness
+        if self._sent.after(now - span) < window.budget:
             return now
         # Room comes when the budget-th newest request leaves the span.
-        return self._sent.newest(window.budget) + window.span
+        return self._sent.newest(window.budget) + span
 
     def slow_down(self, factor: float) -> None:
         """A refusal episode while paced: the rate is multiplied by `factor` (at most one request
