@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
 import math
 import os
 import subprocess
@@ -60,6 +59,7 @@ from typing import Any
 
 import orjson
 from _serving import ServeProcess
+from aiolimiter import AsyncLimiter
 
 from ttc.adapters import OpenAIProvider, ReasoningGymSuite
 from ttc.engine import Engine, Limiter, ProviderError, RateLimited, RunConfig
@@ -151,8 +151,6 @@ def aio_bucket(args: argparse.Namespace) -> Any:
     """The `AsyncLimiter` that `--limiter` names, or None for ttc's own `Limiter`."""
     if args.limiter == "own":
         return None
-    AsyncLimiter = importlib.import_module("aiolimiter").AsyncLimiter
-
     rate = args.rpm / 60
     if args.limiter == "aiolimiter":
         # A bucket of a fraction of a second of the rate (98% of it, as ttc's pace) absorbs the

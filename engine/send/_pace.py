@@ -35,6 +35,8 @@ from __future__ import annotations
 import asyncio
 import math
 
+from aiolimiter import AsyncLimiter
+
 from ttc.engine.send._window import AGREEING, MIN_BUDGET, Reading, Sent, Window, WindowReader
 
 __all__ = ["RequestPace", "TokenPace", "Window"]
@@ -60,7 +62,10 @@ class RequestPace:
         self._reader: WindowReader | None = WindowReader(period) if learn else None
         self._foreign = 0  # responses running on which the server counted others' requests
         self._next = -math.inf  # when the next paced request may start
-        self._empty_at = -math.inf  # a learnt bucket's: when ours would have left it (GCRA)
+        # A learnt bucket's pace: aiolimiter's bucket of the budget, leaking over the span, and
+        # what it is to be charged with before its first request (what the server said is used).
+        self._bucket: AsyncLimiter | None = None
+        self._charge = 0.0
         self.lateness = 0.0  # how late the loop wakes a waiter, lately (a decaying maximum)
         self._sent = Sent()
         self._lock = asyncio.Lock()  # FIFO: requests pass in the order they asked
@@ -71,6 +76,14 @@ class RequestPace:
         async with self._lock:
             loop = asyncio.get_running_loop()
             while True:
+                bucket = self._bucket
+                if bucket is not None:
+                    # A bucket refills as it empties: ours are paced as a bucket of the budget
+                    # that refills over the span, never faster than the server's.
+                    charge, self._charge = min(1 + self._charge, bucket.max_rate), 0.0
+                    await bucket.acquire(charge)
+                    now = loop.time()
+                    break
                 now = loop.time()
                 at = self.earliest(now)
                 if at <= now:
@@ -85,9 +98,6 @@ class RequestPace:
                 # The loop's lateness bounds how late a response's headers are read too.
                 self.lateness = max(loop.time() - at, 0.9 * self.lateness)
             self._sent.add(now)
-            window = self.window
-            if window is not None and window.kind == "bucket":
-                self._empty_at = max(self._empty_at, now) + window.span / window.budget
             # A request the loop let through a little late keeps the schedule; one that came
             # to an idle pace (or a long stall) starts the schedule again from now.
             late = now - self._next
@@ -104,10 +114,6 @@ class RequestPace:
         window = self.window
         if window is None:
             return self._next
-        if window.kind == "bucket":
-            # A bucket refills as it empties: ours are paced as a bucket of the budget that
-            # refills over the span, never faster than the server's.
-            return max(now, self._empty_at - (window.budget - 1) * window.span / window.budget)
         # A loaded loop sends a request later after its slot than the one it replaces: the span
         # widens by twice the loop's lateness, so the server has let that one go.
         span = window.span + 2 * self.lateness
@@ -171,9 +177,10 @@ class RequestPace:
             self.dropped = f"a window of {budget} requests is paced"
             return
         window = self.window = Window(high, budget, high + max(0.05, 0.01 * high), reading.kind)
-        # What the server said is used of it, as if ours had been paced into it.
-        missing = used * window.seconds / self.period
-        self._empty_at = now + missing * window.span / window.budget
+        if window.kind == "bucket":
+            # What the server said is used of it, charged before our next request.
+            self._bucket = AsyncLimiter(budget, window.span)
+            self._charge = used * window.seconds / self.period
         if self._wake is not None:
             _resolve(self._wake)  # the head waiter re-checks, now against the window
 
@@ -196,9 +203,13 @@ class RequestPace:
             self._drop("the server refused requests inside the learnt window, margin or not")
             return
         self.window = Window(window.seconds, window.budget, window.seconds + margin, window.kind)
+        if self._bucket is not None:  # refused: the server's bucket is empty
+            self._bucket = AsyncLimiter(window.budget, window.seconds + margin)
+            self._charge = window.budget
 
     def _drop(self, why: str) -> None:
         self.window = None
+        self._bucket = None
         self._reader = None
         self.dropped = why
         if self._wake is not None:
