@@ -18,16 +18,18 @@ responses running agree on one kind (and so the server counts no request but our
 as the window has room: safe on all three kinds, since a sliding or fixed window of W holds no
 more and a bucket of a window's worth refills at least as fast. A window admits its whole budget
 at once, so a run fills its first window at once instead of over W seconds; over a long run the
-rate is the same. The margin (1% of W, at least 50 ms) covers the delay between taking a slot
-and the server counting the request. While the window is trusted, `remaining` 0 is what filling
-it means, and does not close the limiter's gate (the window says when there is room again).
+rate is the same; a learnt bucket is paced as a bucket of the budget instead (aiolimiter's
+`AsyncLimiter`), which refills as it empties. The margin (1% of W, at least 50 ms, plus twice
+the loop's lateness) covers the delay between taking a slot and the server counting the
+request. While the window is trusted, `remaining` 0 is what filling it means, and does not close
+the limiter's gate (the window says when there is room again).
 
 A server whose headers fit none of the kinds is paced. A request the server refuses is not in
 its window, so it leaves ours too; each episode of refusals triples the margin. The learnt
 window is given up for pacing when, on two responses running, the server counts more requests
-in it than ours (another client shares the quota), when a learnt bucket's headers show a smaller
-one, or when the margin would pass a tenth of the window; pacing resumes from where the bursts
-left its schedule, so no window is overfilled.
+in it than ours (another client shares the quota), when a learnt bucket's headers stop reading
+as one bucket, or when the margin would pass a tenth of the window; pacing resumes from where
+the bursts left its schedule, so no window is overfilled.
 """
 
 from __future__ import annotations
@@ -150,7 +152,7 @@ class RequestPace:
             lag = 0.01 + 2 * self.lateness
             reading = reader.read(now, limit, used, reset, self._sent, lag)
             if reading is not None:
-                self._adopt(limit, reading, now, used)
+                self._adopt(limit, reading, used)
             return
         if window.kind == "bucket":
             reading = reader.bucket(limit, used, reset)
@@ -158,7 +160,7 @@ class RequestPace:
                 self._drop("the server's headers stopped reading as one token bucket")
                 return
             if reading is not None and reading.low > 1.02 * window.seconds:
-                self._adopt(limit, reading, now, used)  # a fuller bucket read: a longer one
+                self._adopt(limit, reading, used)  # a fuller bucket read: a longer one
         # A request the server counts later than we took its slot may still be in its
         # window when ours has let it go, and a response read late (a loaded loop) counted
         # requests that ours has let go since: ours are counted a tenth of the window further
@@ -169,7 +171,7 @@ class RequestPace:
         if self._foreign >= AGREEING:
             self._drop(f"the server counted {theirs:.0f} requests not ours in its window")
 
-    def _adopt(self, limit: int, reading: Reading, now: float, used: int) -> None:
+    def _adopt(self, limit: int, reading: Reading, used: int) -> None:
         low, high = reading.low, reading.high
         budget = math.floor(limit * low / self.period + 1e-9)
         if budget < MIN_BUDGET or high > self.period:
