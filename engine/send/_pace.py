@@ -69,6 +69,7 @@ class RequestPace:
         self._bucket: AsyncLimiter | None = None
         self._charge = 0.0
         self.lateness = 0.0  # how late the loop wakes a waiter, lately (a decaying maximum)
+        self._restart = -math.inf  # a learnt fixed window's next restart, as last announced
         self._sent = Sent()
         self._lock = asyncio.Lock()  # FIFO: requests pass in the order they asked
         self._wake: asyncio.Future[None] | None = None
@@ -116,6 +117,8 @@ class RequestPace:
         window = self.window
         if window is None:
             return self._next
+        if window.kind == "fixed":
+            return self._fixed(now, window)
         # A loaded loop sends a request later after its slot than the one it replaces: the span
         # widens by twice the loop's lateness, so the server has let that one go.
         span = window.span + 2 * self.lateness
@@ -123,6 +126,18 @@ class RequestPace:
             return now
         # Room comes when the budget-th newest request leaves the span.
         return self._sent.newest(window.budget) + span
+
+    def _fixed(self, now: float, window: Window) -> float:
+        """A fixed window admits its budget from each restart: ours since the restart (and a
+        margin before it) fill it, and the next opens a margin after the next restart."""
+        margin = window.span - window.seconds + 2 * self.lateness + 0.01
+        restart, length = self._restart, window.seconds
+        if now >= restart + margin:  # the announced restart has passed (and perhaps more)
+            start = restart + math.floor((now - restart - margin) / length) * length
+            since, opens = start - margin, start + length + margin
+        else:  # still the window before it, or a restart we cannot tell has happened
+            since, opens = restart - length - margin, restart + margin
+        return now if self._sent.after(since) < window.budget else opens
 
     def slow_down(self, factor: float) -> None:
         """A refusal episode while paced: the rate is multiplied by `factor` (at most one request
@@ -152,15 +167,22 @@ class RequestPace:
             lag = 0.01 + 2 * self.lateness
             reading = reader.read(now, limit, used, reset, self._sent, lag)
             if reading is not None:
-                self._adopt(limit, reading, used)
+                self._adopt(limit, reading, used, self._sent.after(now - lag))
+                self._restart = now + reset
             return
+        if window.kind == "fixed":
+            # Each response announces the restart; the earliest reading of it is the least late.
+            ends = now + reset
+            late = ends > self._restart + 0.5 * window.seconds
+            self._restart = ends if late else min(self._restart, ends)
         if window.kind == "bucket":
             reading = reader.bucket(limit, used, reset)
             if reader.apart:
                 self._drop("the server's headers stopped reading as one token bucket")
                 return
             if reading is not None and reading.low > 1.02 * window.seconds:
-                self._adopt(limit, reading, used)  # a fuller bucket read: a longer one
+                # A fuller bucket read: a longer one.
+                self._adopt(limit, reading, used, self._sent.after(now - 0.01 - 2 * self.lateness))
         # A request the server counts later than we took its slot may still be in its
         # window when ours has let it go, and a response read late (a loaded loop) counted
         # requests that ours has let go since: ours are counted a tenth of the window further
@@ -171,7 +193,9 @@ class RequestPace:
         if self._foreign >= AGREEING:
             self._drop(f"the server counted {theirs:.0f} requests not ours in its window")
 
-    def _adopt(self, limit: int, reading: Reading, used: int) -> None:
+    def _adopt(self, limit: int, reading: Reading, used: int, unseen: int) -> None:
+        """Takes the window `reading` says; a bucket is charged with what the server said is
+        used and the `unseen` requests of ours it may not have counted yet."""
         low, high = reading.low, reading.high
         budget = math.floor(limit * low / self.period + 1e-9)
         if budget < MIN_BUDGET or high > self.period:
@@ -180,9 +204,8 @@ class RequestPace:
             return
         window = self.window = Window(high, budget, high + max(0.05, 0.01 * high), reading.kind)
         if window.kind == "bucket":
-            # What the server said is used of it, charged before our next request.
             self._bucket = AsyncLimiter(budget, window.span)
-            self._charge = used * window.seconds / self.period
+            self._charge = used * window.seconds / self.period + unseen
         if self._wake is not None:
             _resolve(self._wake)  # the head waiter re-checks, now against the window
 
