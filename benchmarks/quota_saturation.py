@@ -1,23 +1,35 @@
 """Sitting at a quota: `ttc batch` (or the engine) against `ttc serve --rpm --window`.
 
-`ttc serve` enforces `--rpm` over a sliding window shrunk to `--window` seconds (6 s: 300
-requests in any 6 s at 3,000 RPM), answers after a lognormal latency (median 0.8 s, sigma 0.6)
-and sends OpenAI's `x-ratelimit-*` headers, scaled to a minute, on every response. `--faults`
+`ttc serve` enforces `--rpm` over a window shrunk to `--window` seconds (6 s: 300 requests per
+window at 3,000 RPM), counted as `--kinds` say (one line each; all five by default): a sliding
+window whose reset is its newest entry leaving (`sliding-newest`, OpenAI's wording) or its
+oldest (`sliding-oldest`), a fixed window restarting every 6 s (`fixed`), a token bucket of 300
+refilling 50 a second whose reset is the time to full (`bucket-newest`) or to one more
+(`bucket-oldest`). It answers after a lognormal latency (median 0.8 s, sigma 0.6) and sends
+OpenAI's `x-ratelimit-*` headers, scaled to a minute, on every response. `--faults`
 adds the issue's faults: 2% 500s, 2% 503s, 1% connection resets, 1% truncated 200 bodies and
-0.5% hangs, with a 10 s client timeout. The client sends a minute's worth of requests (`--rpm`):
+0.5% hangs, with a 10 s client timeout. The client sends `--minutes` (1) of requests at `--rpm`:
 
 - `--client batch` (the default) runs `ttc batch INPUT --rpm R --concurrency 128 --timeout 10`
   as its own process, as the issue's author did, on generic chat requests;
 - `--client engine` runs `unif` over Reasoning Gym in this process through `OpenAIProvider`, in
   one round (`--rounds` more), configured with the same `--rpm` (`--learn`: no limit at all, it
-  starts from the server's `x-ratelimit-limit-requests`).
+  starts from the server's `x-ratelimit-limit-requests`);
+- `--client loop` is a bare client in this process (128 workers posting through
+  `OpenAIProvider.post_json`, a retry after any fault, a 429's retry-after, no hedging) whose rate
+  is held by `--limiter`: `own` (ttc's `Limiter`, learning the window from the headers),
+  `aiolimiter` (aiolimiter's `AsyncLimiter`, a bucket of `--bucket-s` of the rate at 98% of it)
+  or `aiolimiter-window` (an `AsyncLimiter` of the server's own window: its budget per window).
 
-One JSON line per limit and case (four by default: 600 and 3,000 RPM, clean and faulty).
+One JSON line per kind, limit and case (twenty by default: five kinds, 600 and 3,000 RPM, clean
+and faulty).
 Reported, as the issue measures it: `fraction_of_limit`, the answered requests over the time
 from the first request the server saw to the client's exit, per minute, over the limit (60 s is
 the ideal for a minute's worth; a sliding window admits a whole window at once, so a client can
 score above 1.0). Also the 429s the server answered, the answers it served in full
-(`server_answers`: above `answered` when a hedged copy and its original both answered), and,
+(`server_answers`: above `answered` when a hedged copy and its original both answered), the
+answers it served to a prompt it had answered before (`server_answered_again`: every prompt is
+its own, so a request served twice), and,
 for the engine, its own measure (answers over the rounds' wall time, barriers included), the
 window the limiter learnt and the stragglers it copied. `where_the_time_went` splits the time
 from the first request to the exit as the server saw it (`diagnosis`). The answers come from the
@@ -26,12 +38,15 @@ offline simulator: this measures the machinery, never the method.
     python benchmarks/quota_saturation.py          # ttc batch: 600 and 3,000 RPM, clean and faulty
     python benchmarks/quota_saturation.py --rpm 3000 --faults on
     python benchmarks/quota_saturation.py --client engine --rpm 600 [--faults off] [--learn]
+    python benchmarks/quota_saturation.py --rpm 3000 --minutes 5 --kinds bucket-newest,fixed
+    python benchmarks/quota_saturation.py --client loop --limiter aiolimiter --rpm 3000
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import math
 import os
 import subprocess
@@ -44,12 +59,14 @@ from typing import Any
 
 import orjson
 from _serving import ServeProcess
+from aiolimiter import AsyncLimiter
 
 from ttc.adapters import OpenAIProvider, ReasoningGymSuite
-from ttc.engine import Engine, RunConfig
+from ttc.engine import Engine, Limiter, ProviderError, RateLimited, RunConfig
 
 FAULTS = {"500": 0.02, "503": 0.02, "reset": 0.01, "truncated": 0.01, "hang": 0.005}
 KEY_ENV = "TTC_QUOTA_BENCH_KEY"
+KINDS = ("sliding-newest", "sliding-oldest", "fixed", "bucket-newest", "bucket-oldest")
 
 
 def batch_input(path: Path, n: int) -> None:
@@ -124,9 +141,82 @@ async def engine_run(url: str, args: argparse.Namespace, out: Path) -> dict[str,
         "engine_fraction": round(answered / rounds_wall * 60 / args.rpm, 4),
         "window_learnt": None
         if window is None
-        else {"seconds": round(window.seconds, 3), "budget": window.budget},
+        else {"seconds": round(window.seconds, 3), "budget": window.budget, "kind": window.kind},
         "stragglers_copied": limiter.stragglers.hedges,
         "concurrency_cuts": limiter.cuts,
+    }
+
+
+def aio_bucket(args: argparse.Namespace) -> Any:
+    """The `AsyncLimiter` that `--limiter` names, or None for ttc's own `Limiter`."""
+    if args.limiter == "own":
+        return None
+    rate = args.rpm / 60
+    if args.limiter == "aiolimiter":
+        # A bucket of a fraction of a second of the rate (98% of it, as ttc's pace) absorbs the
+        # loop's lateness; any window then holds at most the limit plus that fraction.
+        return AsyncLimiter(0.98 * rate * args.bucket_s, args.bucket_s)
+    return AsyncLimiter(math.floor(rate * args.window), args.window)
+
+
+async def post_once(
+    provider: OpenAIProvider, own: Limiter, bucket: Any, body: dict[str, Any], seconds: float
+) -> bool:
+    """One attempt through the rate holder: whether it was answered (a 429 waits its
+    retry-after)."""
+    async with contextlib.AsyncExitStack() as stack:
+        ticket = None
+        if bucket is None:
+            ticket = await stack.enter_async_context(own.slot())
+        else:
+            await bucket.acquire()
+        try:
+            async with asyncio.timeout(seconds):
+                _, _, info = await provider.post_json("/chat/completions", body)
+        except RateLimited as exc:
+            if ticket is not None:
+                own.rate_limited(ticket, exc.rate)
+            await asyncio.sleep(min(60.0, exc.retry_after or 1.0))
+            return False
+        except (ProviderError, TimeoutError):
+            return False
+        if ticket is not None:
+            own.succeeded(info)
+        return True
+
+
+async def loop_run(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """A bare client: `--concurrency` workers, each request retried until answered; the rate
+    held by `--limiter`. What it answered, and when it ended."""
+    provider = OpenAIProvider("sim", base_url=url + "/v1", api_key="sk-sim")
+    own = Limiter(rpm=args.rpm, max_concurrency=args.concurrency)
+    bucket = aio_bucket(args)
+    todo = iter(range(args.requests))
+    answered = 0
+
+    async def worker() -> None:
+        nonlocal answered
+        for i in todo:
+            body = {"model": "sim", "messages": [{"role": "user", "content": f"Say hello, {i}."}]}
+            while not await post_once(provider, own, bucket, body, args.timeout):
+                pass
+            answered += 1
+
+    started = time.time()
+    try:
+        await asyncio.gather(*(worker() for _ in range(args.concurrency)))
+    finally:
+        await provider.aclose()
+    window = own.window if bucket is None else None
+    return {
+        "started": started,
+        "exited": time.time(),
+        "answered": answered,
+        "limiter": args.limiter,
+        **({"bucket_s": args.bucket_s} if args.limiter == "aiolimiter" else {}),
+        "window_learnt": None
+        if window is None
+        else {"seconds": round(window.seconds, 3), "budget": window.budget, "kind": window.kind},
     }
 
 
@@ -169,7 +259,9 @@ def diagnosis(
 
 
 def server_flags(args: argparse.Namespace) -> list[str]:
+    kind, _, means = args.kind.partition("-")
     flags = ["--rpm", str(args.rpm), "--window", str(args.window), "--seed", str(args.seed)]
+    flags += ["--limit-kind", kind, "--reset-means", means or "newest"]
     flags += ["--latency", str(args.latency), "--latency-sigma", str(args.latency_sigma)]
     flags += ["--per-task", str(args.per_task), "--quiet"]
     if args.faults:
@@ -180,7 +272,25 @@ def server_flags(args: argparse.Namespace) -> list[str]:
 
 def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--client", choices=("batch", "engine"), default="batch")
+    parser.add_argument("--client", choices=("batch", "engine", "loop"), default="batch")
+    parser.add_argument(
+        "--kinds",
+        type=lambda text: text.split(","),
+        default=list(KINDS),
+        help=f"the server's kinds of limit, comma-separated: one line each ({','.join(KINDS)})",
+    )
+    parser.add_argument(
+        "--limiter",
+        choices=("own", "aiolimiter", "aiolimiter-window"),
+        default="own",
+        help="loop: what holds the rate (see above)",
+    )
+    parser.add_argument(
+        "--bucket-s", type=float, default=0.2, help="loop: aiolimiter's bucket, seconds of rate"
+    )
+    parser.add_argument(
+        "--minutes", type=float, default=1.0, help="how many minutes of requests (1)"
+    )
     parser.add_argument(
         "--rpm",
         type=lambda text: [int(x) for x in text.split(",")],
@@ -193,7 +303,7 @@ def parse() -> argparse.Namespace:
         default="both",
         help="the issue's faults (see above): a clean line and a faulty one (both), or one",
     )
-    parser.add_argument("--requests", type=int, help="how many (default: a minute's, --rpm)")
+    parser.add_argument("--requests", type=int, help="how many (default: --minutes of --rpm)")
     parser.add_argument("--window", type=float, default=6.0, help="the server's window, seconds")
     parser.add_argument("--latency", type=float, default=0.8, help="median latency, seconds")
     parser.add_argument("--latency-sigma", type=float, default=0.6)
@@ -204,19 +314,25 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--learn", action="store_true", help="engine: no --rpm, learnt from the headers"
     )
-    return parser.parse_args()
+    args = parser.parse_args()
+    unknown = set(args.kinds) - set(KINDS)
+    if unknown:
+        parser.error(f"--kinds: unknown {', '.join(sorted(unknown))} (known: {', '.join(KINDS)})")
+    return args
 
 
 def main() -> None:
     parsed = parse()
     cases = {"both": [False, True], "on": [True], "off": [False]}[parsed.faults]
-    for rpm in parsed.rpm:
-        for faults in cases:
-            args = argparse.Namespace(**{**vars(parsed), "rpm": rpm, "faults": faults})
-            args.requests = parsed.requests or rpm
-            # Reasoning Gym has 4 tasks: enough questions for one request each, every round.
-            args.per_task = math.ceil(args.requests / args.rounds / 4)
-            measure(args)
+    for kind in parsed.kinds:
+        for rpm in parsed.rpm:
+            for faults in cases:
+                changed = {"rpm": rpm, "faults": faults, "kind": kind}
+                args = argparse.Namespace(**{**vars(parsed), **changed})
+                args.requests = parsed.requests or round(rpm * parsed.minutes)
+                # Reasoning Gym has 4 tasks: enough questions for one request each, every round.
+                args.per_task = math.ceil(args.requests / args.rounds / 4)
+                measure(args)
 
 
 def measure(args: argparse.Namespace) -> None:
@@ -224,6 +340,8 @@ def measure(args: argparse.Namespace) -> None:
     with ServeProcess(*server_flags(args)) as server, tempfile.TemporaryDirectory() as tmp:
         if args.client == "batch":
             seen = run_batch(server.url, args, Path(tmp))
+        elif args.client == "loop":
+            seen = asyncio.run(loop_run(server.url, args))
         else:
             seen = asyncio.run(engine_run(server.url, args, Path(tmp) / "run"))
         stats = server.stats()
@@ -236,6 +354,7 @@ def measure(args: argparse.Namespace) -> None:
         "simulated": True,
         "note": "ttc serve answers with the sim model: measures the machinery, not the method",
         "client": args.client,
+        "limit_kind": args.kind,
         "limit_rpm": args.rpm,
         "server_window_s": args.window,
         "latency_median_s": args.latency,
@@ -244,6 +363,7 @@ def measure(args: argparse.Namespace) -> None:
         "timeout_s": args.timeout,
         "seed": args.seed,
         "requests": args.requests,
+        "load_average_1m": round(os.getloadavg()[0], 2),
         **(
             {"engine_rpm_setting": None if args.learn else args.rpm}
             if args.client == "engine"
@@ -256,6 +376,7 @@ def measure(args: argparse.Namespace) -> None:
         "last_response_to_exit_s": round(first + wall - stats["last_response_at"], 2),
         "server_requests": stats["requests"],
         "server_answers": stats["ok"],
+        "server_answered_again": stats["answered_again"],
         "server_faults": {k: v for k, v in stats["by_fault"].items() if v},
         "http_429": stats["rate_limited"],
         "share_429": round(stats["rate_limited"] / max(1, stats["requests"]), 4),

@@ -1,8 +1,12 @@
-"""`ttc serve`'s admission, shared by every wire format: concurrency, the RPM and TPM windows,
+"""`ttc serve`'s admission, shared by every wire format: concurrency, the RPM and TPM limits,
 the fault and latency draws, and the counters of `/stats`.
 
 `--rpm` and `--tpm` are per minute, as vendors state them; a window of W seconds admits W/60 of
-them, so tests and benchmarks can shrink the minute. A request's tokens (input + output +
+them, so tests and benchmarks can shrink the minute. `--limit-kind` says how they are counted,
+as providers do: a sliding window (`Window`), a fixed window restarting every W seconds
+(`FixedWindow`) or a token bucket of W/60 of the limit refilling continuously (`Bucket`);
+`--reset-means` what their `reset` header announces (`newest`: until back to full; `oldest`:
+until one more unit is back). A request's tokens (input + output +
 thinking) enter the TPM window when its response is sent; requests enter the RPM window when
 admitted. Faults and latencies come from their own seeded streams, so turning latency on leaves
 the sequence of faults alone.
@@ -22,17 +26,29 @@ from typing import Any
 
 from ttc.adapters.sim._options import FAULTS, ServeOptions, per_window
 
-__all__ = ["Admission", "Refusal", "Stats", "Window", "go_duration", "proto_duration"]
+__all__ = [
+    "Admission",
+    "Bucket",
+    "FixedWindow",
+    "Limit",
+    "Refusal",
+    "Stats",
+    "Window",
+    "go_duration",
+    "make_limit",
+    "proto_duration",
+]
 
 
 class Window:
     """A sliding window of (time, amount) entries and their running total; O(1) amortised."""
 
-    __slots__ = ("amounts", "limit", "span", "times", "total")
+    __slots__ = ("amounts", "limit", "oldest", "span", "times", "total")
 
-    def __init__(self, limit: int, span: float) -> None:
+    def __init__(self, limit: int, span: float, oldest: bool = False) -> None:
         self.limit = limit
         self.span = span
+        self.oldest = oldest  # `reset` is until the oldest entry leaves, not the newest
         self.times: deque[float] = deque()
         self.amounts: deque[int] = deque()
         self.total = 0
@@ -50,9 +66,21 @@ class Window:
             self.amounts.append(amount)
             self.total += amount
 
+    def left(self, now: float) -> float:
+        """What the window admits now."""
+        self.prune(now)
+        return max(0, self.limit - self.total)
+
     def full(self, now: float) -> float:
         """Seconds until the window is back to its full allowance: the newest entry leaves."""
         return max(0.0, self.times[-1] + self.span - now) if self.times else 0.0
+
+    def reset(self, now: float) -> float:
+        """The announced reset: until the newest entry leaves, or (`oldest`) the oldest."""
+        self.prune(now)
+        if self.oldest and self.times:
+            return max(0.0, self.times[0] + self.span - now)
+        return self.full(now)
 
     def room(self, now: float) -> float:
         """Seconds until the window admits again: the oldest entries leave until its total is
@@ -65,6 +93,94 @@ class Window:
             if excess < 0:
                 return max(0.0, time_ + self.span - now)
         return 0.0
+
+
+class FixedWindow:
+    """A window restarting every `span` seconds from `start`: its total counts since the last
+    restart. Its reset, whatever it is said to mean, is the restart."""
+
+    __slots__ = ("ends", "limit", "span", "total")
+
+    def __init__(self, limit: int, span: float, start: float) -> None:
+        self.limit = limit
+        self.span = span
+        self.ends = start + span
+        self.total = 0
+
+    def prune(self, now: float) -> None:
+        if now >= self.ends:
+            self.ends += math.floor((now - self.ends) / self.span + 1) * self.span
+            self.total = 0
+
+    def add(self, now: float, amount: int) -> None:
+        self.prune(now)
+        self.total += max(0, amount)
+
+    def left(self, now: float) -> float:
+        self.prune(now)
+        return max(0, self.limit - self.total)
+
+    def reset(self, now: float) -> float:
+        self.prune(now)
+        return self.ends - now
+
+    def room(self, now: float) -> float:
+        return 0.0 if self.total < self.limit else self.reset(now)
+
+
+class Bucket:
+    """A token bucket of `limit` units, refilling continuously at `limit / span` per second
+    (OpenAI's description of its limits). `total` is what is used: the limit less the level;
+    tokens spent past an empty bucket are a debt that refills first."""
+
+    __slots__ = ("_at", "limit", "oldest", "rate", "span", "total")
+
+    def __init__(self, limit: int, span: float, oldest: bool = False) -> None:
+        self.limit = limit
+        self.span = span
+        self.rate = limit / span
+        self.oldest = oldest  # `reset` is until one more unit is back, not until full
+        self.total = 0.0
+        self._at = -math.inf
+
+    def prune(self, now: float) -> None:
+        if now > self._at:
+            if self.total > 0:
+                self.total = max(0.0, self.total - (now - self._at) * self.rate)
+            self._at = now
+
+    def add(self, now: float, amount: int) -> None:
+        self.prune(now)
+        self.total += max(0, amount)
+
+    def left(self, now: float) -> float:
+        self.prune(now)
+        return max(0.0, self.limit - self.total)
+
+    def reset(self, now: float) -> float:
+        self.prune(now)
+        # Until one unit is back (as a window's oldest entry leaving), or until full.
+        return (min(self.total, 1.0) if self.oldest else self.total) / self.rate
+
+    def room(self, now: float) -> float:
+        """Seconds until a unit is back (the bucket admits while it holds one)."""
+        self.prune(now)
+        return max(0.0, self.total - (self.limit - 1)) / self.rate
+
+
+Limit = Window | FixedWindow | Bucket
+"""A limit as `--limit-kind` counts it."""
+
+
+def make_limit(options: ServeOptions, per_minute: int, now: float) -> Limit:
+    """The limit of `per_minute` per window that `--limit-kind` and `--reset-means` describe."""
+    limit, span = per_window(per_minute, options.window), options.window
+    oldest = options.reset_means == "oldest"
+    if options.limit_kind == "fixed":
+        return FixedWindow(limit, span, now)
+    if options.limit_kind == "bucket":
+        return Bucket(limit, span, oldest)
+    return Window(limit, span, oldest)
 
 
 def go_duration(seconds: float) -> str:
@@ -109,6 +225,11 @@ class Stats:
         self.by_route: dict[str, int] = {}
         self.prompts = {"warmup": 0, "adaptive": 0, "unknown": 0}
         self.ok = 0
+        # Answers in full to a prompt answered in full before: requests served twice, where
+        # every request's prompt is its own (a hash each; a prompt asked again in earnest, as
+        # a question sampled k times, counts too).
+        self.answered_again = 0
+        self._answered: set[int] = set()
         self.tokens = [0, 0, 0]
         self.faulty_tokens = [0, 0, 0]
         self.embedding_tokens = 0
@@ -134,6 +255,15 @@ class Stats:
             self.per_second.extend([0] * (second + 1 - len(self.per_second)))
             self.per_second[second] += 1
 
+    def answered(self, prompt: str) -> None:
+        """Counts an answer sent in full (`ok`), and whether its prompt had one already."""
+        self.ok += 1
+        key = hash(prompt)
+        if key in self._answered:
+            self.answered_again += 1
+        else:
+            self._answered.add(key)
+
     def status(self, code: int) -> None:
         self.by_status[code] = self.by_status.get(code, 0) + 1
         self.last_response_at = time.time()
@@ -149,6 +279,7 @@ class Stats:
             "by_route": dict(self.by_route),
             "prompts": dict(self.prompts),
             "ok": self.ok,
+            "answered_again": self.answered_again,
             "tokens": usage(self.tokens),
             "faulty_tokens": usage(self.faulty_tokens),
             "embedding_tokens": self.embedding_tokens,
@@ -171,9 +302,9 @@ class Admission:
         self.options = options
         self.stats = Stats()
         self._now = now
-        w = options.window
-        self.rpm = Window(per_window(options.rpm, w), w) if options.rpm else None
-        self.tpm = Window(per_window(options.tpm, w), w) if options.tpm else None
+        started = now()
+        self.rpm = make_limit(options, options.rpm, started) if options.rpm else None
+        self.tpm = make_limit(options, options.tpm, started) if options.tpm else None
         cumulative = 0.0
         self._faults: list[tuple[float, str]] = []
         for kind in FAULTS:
@@ -200,17 +331,14 @@ class Admission:
             self.rpm.add(now, 1)
         return refusal
 
-    def _full(self, window: Window | None, unit: str, asked: str, now: float) -> Refusal | None:
-        """A refusal if `window` (of `unit`) holds its limit already, else None."""
-        if window is None:
-            return None
-        window.prune(now)
-        if window.total < window.limit:
+    def _full(self, window: Limit | None, unit: str, asked: str, now: float) -> Refusal | None:
+        """A refusal if `window` (of `unit`) has not one unit left, else None."""
+        if window is None or window.left(now) >= 1:
             return None
         wait = window.room(now)
         message = (
             f"Rate limit reached on {unit} per window ({self.options.window:g} s): Limit "
-            f"{window.limit}, Used {window.total}{asked}. Please try again in "
+            f"{window.limit}, Used {math.ceil(window.total)}{asked}. Please try again in "
             f"{go_duration(wait)}."
         )
         return Refusal(unit, wait, message)
@@ -233,12 +361,11 @@ class Admission:
         )
         for window, limit, unit in limits:
             if window is not None:
-                window.prune(now)
                 # Per minute, as OpenAI announces them, whatever the window.
-                left = max(0, window.limit - window.total)
+                left = window.left(now)
                 headers[f"x-ratelimit-limit-{unit}"] = str(limit)
                 headers[f"x-ratelimit-remaining-{unit}"] = str(math.floor(left * per_minute))
-                headers[f"x-ratelimit-reset-{unit}"] = go_duration(window.full(now))
+                headers[f"x-ratelimit-reset-{unit}"] = go_duration(window.reset(now))
         return headers
 
     @contextlib.contextmanager

@@ -11,12 +11,32 @@ from dataclasses import dataclass, fields
 
 from ttc.engine import ConfigError
 
-__all__ = ["FAULTS", "ServeOptions", "add_serve_arguments", "options_from_args", "per_window"]
+__all__ = [
+    "FAULTS",
+    "LIMIT_KINDS",
+    "RESET_MEANINGS",
+    "ServeOptions",
+    "add_serve_arguments",
+    "options_from_args",
+    "per_window",
+]
 
 FAULTS: tuple[str, ...] = ("500", "503", "reset", "truncated", "hang", "empty")
 """The injectable faults, as named by their `--fault-*` flags and in `/stats`."""
 
 _INTEGERS = ("port", "seed", "rpm", "tpm", "max_concurrency")
+
+LIMIT_KINDS: tuple[str, ...] = ("sliding", "fixed", "bucket")
+"""How `--rpm` and `--tpm` are counted (`_admission`): a sliding window of `--window` seconds, a
+fixed window restarting every `--window` seconds, or a token bucket of a window's worth that
+refills continuously (OpenAI's description of its own limits)."""
+
+RESET_MEANINGS: tuple[str, ...] = ("newest", "oldest")
+"""What `x-ratelimit-reset-*` announces: the time until the limit is back to full (the newest
+entry leaves; the bucket is full), or until one more unit is back (the oldest entry leaves;
+the bucket has refilled one unit). A fixed window's reset is its end either way."""
+
+_CHOICES: dict[str, tuple[str, ...]] = {"limit_kind": LIMIT_KINDS, "reset_means": RESET_MEANINGS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +48,8 @@ class ServeOptions:
     tpm: int | None = None
     max_concurrency: int | None = None
     window: float = 60.0
+    limit_kind: str = "sliding"
+    reset_means: str = "newest"
     latency: float = 0.0
     latency_sigma: float = 0.8
     fault_500: float = 0.0
@@ -91,7 +113,11 @@ _HELP = {
     "rpm": "requests per minute, enforced over each --window",
     "tpm": "tokens per minute: requests are admitted while the window holds fewer",
     "max_concurrency": "requests in flight",
-    "window": "the sliding rate-limit window in seconds; it admits window/60 of --rpm and --tpm",
+    "window": "the rate-limit window in seconds; it admits window/60 of --rpm and --tpm",
+    "limit_kind": "how the limits are counted: a sliding window, a fixed window restarting "
+    "every --window, or a token bucket of a window's worth refilling continuously",
+    "reset_means": "what x-ratelimit-reset-* announces: the time until the limit is back to "
+    "full (newest) or until one more unit is back (oldest)",
     "latency": "median latency in seconds (lognormal; 0: answer at once)",
     "latency_sigma": "log-scale sigma of the latency (a heavier tail when larger)",
     "fault_500": "probability of a 500 error",
@@ -117,7 +143,12 @@ def _flag(name: str) -> str:
 
 def _check_type(name: str, value: object) -> None:
     """ConfigError naming the flag unless `value` is of the kind the option `name` takes."""
-    if name in _INTEGERS:
+    if name in _CHOICES:
+        if value not in _CHOICES[name]:
+            raise ConfigError(
+                f"{_flag(name)}: must be one of {', '.join(_CHOICES[name])}, got {value!r}"
+            )
+    elif name in _INTEGERS:
         ok = value is None and name not in ("port", "seed")
         if not ok and (not isinstance(value, int) or isinstance(value, bool)):
             raise ConfigError(f"{_flag(name)}: must be an integer, got {value!r}")
@@ -128,7 +159,8 @@ def _check_type(name: str, value: object) -> None:
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds the server's flags: --port, --rpm, --tpm, --max-concurrency, --window, --latency,
+    """Adds the server's flags: --port, --rpm, --tpm, --max-concurrency, --window, --limit-kind,
+    --reset-means, --latency,
     --latency-sigma, --fault-{500,503,reset,truncated,hang,empty}, --hang-s, --seed,
     --sim-ability, --sim-thinking. Values are checked by `ServeOptions` (ConfigError naming the
     flag); the suite flags (--suite, --data, --limit...) are the caller's."""
@@ -136,6 +168,15 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = ServeOptions()
     for f in fields(ServeOptions):
         default = getattr(defaults, f.name)
+        if f.name in _CHOICES:
+            group.add_argument(
+                _flag(f.name),
+                dest=f.name,
+                choices=_CHOICES[f.name],
+                default=default,
+                help=f"{_HELP[f.name]} (default: {default})",
+            )
+            continue
         kind: type = int if f.name in _INTEGERS else float
         shown = "unlimited" if default is None else f"{default:g}"
         group.add_argument(

@@ -18,12 +18,13 @@ Each wire format is a module with one `Wire` object (`_wire_openai`, `_wire_gemi
 below lists them); admission is shared (`_admission`), and so is what answers (`_answerer`: the
 sim for the served suite's prompts, generic prose otherwise).
 
-A request on a model route goes: parse (400) → concurrency, RPM, TPM over a sliding window of
-`--window` seconds (429) → a fault drawn from a seeded RNG → lognormal latency → answer.
-The windows are per minute as vendors state them, scaled to the window (`_admission`). Faults
-touch generation routes only.
+A request on a model route goes: parse (400) → concurrency, RPM, TPM over a window of
+`--window` seconds, sliding, fixed or a token bucket (`--limit-kind`; 429) → a fault drawn from
+a seeded RNG → lognormal latency → answer. The limits are per minute as vendors state them,
+scaled to the window (`_admission`). Faults touch generation routes only.
 
-Two waits are announced, as OpenAI means them:
+Two waits are announced, as OpenAI means them (with `--reset-means oldest` the first is the
+oldest entry leaving too):
 
     x-ratelimit-reset-requests, -tokens    the time until the window is back to its full
       (every OpenAI response)                allowance: its newest entry leaves
@@ -224,7 +225,7 @@ class _Server:
         counted[2] += u.thinking_tokens
         data = orjson.dumps(payload)
         if fault is None:
-            self.stats.ok += 1
+            self.stats.answered(call.prompt)
         elif fault == "truncated":
             data = data[: len(data) // 2]
         elif fault == "reset":

@@ -41,7 +41,7 @@ from typing import Any
 import orjson
 
 from ttc.adapters.providers._http import SIM_MODEL_SUFFIX
-from ttc.adapters.sim._admission import Admission, Refusal, Window
+from ttc.adapters.sim._admission import Admission, Limit, Refusal
 from ttc.adapters.sim._wire import (
     Call,
     EmbedCall,
@@ -243,13 +243,12 @@ def _rfc3339(seconds_from_now: float) -> str:
 
 
 def _family(
-    headers: dict[str, str], name: str, window: Window, limit: int, now: float, scale: float
+    headers: dict[str, str], name: str, window: Limit, limit: int, now: float, scale: float
 ) -> None:
-    window.prune(now)
-    left = max(0, window.limit - window.total)
+    left = window.left(now)
     headers[f"{_PREFIX}{name}-limit"] = str(limit)
     headers[f"{_PREFIX}{name}-remaining"] = str(math.floor(left * scale))
-    headers[f"{_PREFIX}{name}-reset"] = _rfc3339(window.full(now))
+    headers[f"{_PREFIX}{name}-reset"] = _rfc3339(window.reset(now))
 
 
 def anthropic_headers(gate: Admission, refusal: Refusal | None = None) -> dict[str, str]:

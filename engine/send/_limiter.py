@@ -273,11 +273,15 @@ class Limiter:
             self.observe(rate)
 
     def rate_limited(self, ticket: Ticket, rate: RateInfo | None = None) -> None:
-        """A refusal for rate: cut the cap, once per episode; heed what the response announced."""
+        """A refusal for rate: cut the cap, once per episode (unless a learnt window sets the
+        rate: its margin widens instead); heed what the response announced."""
         episode = ticket >= self._episode_from
         if episode:
-            self._cap.cut()
-            self.cuts += 1
+            # A learnt window already holds the rate: a cut cap would only keep its bursts from
+            # going out (regrowing 128 places takes thousands of answers).
+            if self.window is None:
+                self._cap.cut()
+                self.cuts += 1
             self._episode_from = self._next_ticket
         if self._requests is not None:
             # Paced (no window learnt, or one given up), a refusal means the quota is shared

@@ -9,86 +9,41 @@ after it back, so the loop's lateness is not lost from the rate, as it is with a
 machine). Any window of W seconds then holds at most W / interval + 1.5 requests whatever W is:
 safe against a server whose window is unknown.
 
-Learning the window. A server that counts requests over a sliding window of W seconds and
-announces per-minute numbers (OpenAI's `x-ratelimit-*`; `ttc serve --window`) says more than its
-limit. Its `reset-requests` is the time until its window is back to full, i.e. until the newest
-request in it leaves, so W = reset + the time since our latest request. Its `remaining` says how
-full the window is, so while every request we sent is still in it (the first W seconds),
-W = period * sent / (limit - remaining). Two responses running on which the two agree (and so on
-which the server counts no request but ours) make the window known: then at most `budget` =
-limit * W / period requests are in any `span` = W + margin seconds, each sent as soon as the
-window has room. A sliding window admits its whole budget at any moment, so a run fills its
-first window at once instead of over W seconds; over a long run the rate is the same. The
-margin (1% of W, at least 50 ms) covers the delay between taking a slot and the server counting
-the request. While the window is trusted, `remaining` 0 is what filling it means, and does not
-close the limiter's gate (the window says when there is room again).
+Learning the window. A server announcing per-period numbers (OpenAI's `x-ratelimit-*`; `ttc
+serve --window`) says more than its limit: its `remaining` and its reset, read against our own
+requests, show how it counts (a sliding window whose reset is its newest or its oldest entry
+leaving, a fixed window, a token bucket) and its window W (`_window`). Once the readings of two
+responses running agree on one kind (and so the server counts no request but ours), at most
+`budget` = limit * W / period requests are in any `span` = W + margin seconds, each sent as soon
+as the window has room: safe on all three kinds, since a sliding or fixed window of W holds no
+more and a bucket of a window's worth refills at least as fast. A window admits its whole budget
+at once, so a run fills its first window at once instead of over W seconds; over a long run the
+rate is the same; a learnt bucket is paced as a bucket of the budget instead (aiolimiter's
+`AsyncLimiter`), which refills as it empties. The margin (1% of W, at least 50 ms, plus twice
+the loop's lateness) covers the delay between taking a slot and the server counting the
+request. While the window is trusted, `remaining` 0 is what filling it means, and does not close
+the limiter's gate (the window says when there is room again).
 
-A server whose headers mean something else (a token bucket's reset is the time to refill what
-was used, a fraction of a second when paced) never makes the two estimates agree: it is paced.
-A request the server refuses is not in its window, so it leaves ours too; each episode of
-refusals triples the margin. The learnt window is given up for pacing when, on two responses
-running, the server counts more requests in it than ours (another client shares the quota), or
-when the margin would pass a tenth of the window; pacing resumes from where the bursts left its
-schedule, so no window is overfilled.
+A server whose headers fit none of the kinds is paced. A request the server refuses is not in
+its window, so it leaves ours too; each episode of refusals triples the margin. The learnt
+window is given up for pacing when, on two responses running, the server counts more requests
+in it than ours (another client shares the quota), when a learnt bucket's headers stop reading
+as one bucket, or when the margin would pass a tenth of the window; pacing resumes from where
+the bursts left its schedule, so no window is overfilled.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import math
-from dataclasses import dataclass
+
+from aiolimiter import AsyncLimiter
+
+from ttc.engine.send._window import AGREEING, MIN_BUDGET, Reading, Sent, Window, WindowReader
 
 __all__ = ["RequestPace", "TokenPace", "Window"]
 
-AGREEING = 2  # responses running on which the window's estimates agree (or show another client)
 RECOVERY = 0.01  # of the configured rate, regained per clean answer after a slow-down
-_MIN_BUDGET = 4  # a window admitting fewer requests is paced: bursting it gains nothing
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """A server's request window as learnt from its headers: at most `budget` of our requests
-    in any `span` seconds (`seconds`, the window, plus a margin)."""
-
-    seconds: float
-    budget: int
-    span: float
-
-
-class _Sent:
-    """The times our requests started, oldest first; old ones are pruned."""
-
-    def __init__(self) -> None:
-        self._times: list[float] = []
-        self._lo = 0  # entries before this index are pruned
-
-    def __len__(self) -> int:
-        return len(self._times) - self._lo
-
-    def add(self, t: float) -> None:
-        self._times.append(t)
-
-    def prune(self, horizon: float) -> None:
-        """Forgets requests at or before `horizon`."""
-        self._lo = bisect.bisect_right(self._times, horizon, self._lo)
-        if self._lo > 1024 and self._lo * 2 > len(self._times):
-            del self._times[: self._lo]
-            self._lo = 0
-
-    def after(self, t: float) -> int:
-        """How many started after `t`."""
-        return len(self._times) - bisect.bisect_right(self._times, t, self._lo)
-
-    def remove(self, t: float) -> None:
-        """Forgets one request that started at `t`, if it is still held."""
-        i = bisect.bisect_left(self._times, t, self._lo)
-        if i < len(self._times) and self._times[i] == t:
-            del self._times[i]
-
-    def newest(self, k: int = 1) -> float:
-        """The start of the k-th newest request (k <= len)."""
-        return self._times[-k]
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
@@ -106,11 +61,16 @@ class RequestPace:
         self.period = period
         self.window: Window | None = None
         self.dropped: str | None = None  # why a learnt window was given up (or never learnt)
-        self._learn = learn
-        self._agreeing: list[tuple[float, float]] = []
+        self._reader: WindowReader | None = WindowReader(period) if learn else None
         self._foreign = 0  # responses running on which the server counted others' requests
         self._next = -math.inf  # when the next paced request may start
-        self._sent = _Sent()
+        # A learnt bucket's pace: aiolimiter's bucket of the budget, leaking over the span, and
+        # what it is to be charged with before its first request (what the server said is used).
+        self._bucket: AsyncLimiter | None = None
+        self._charge = 0.0
+        self.lateness = 0.0  # how late the loop wakes a waiter, lately (a decaying maximum)
+        self._restart = -math.inf  # a learnt fixed window's next restart, as last announced
+        self._sent = Sent()
         self._lock = asyncio.Lock()  # FIFO: requests pass in the order they asked
         self._wake: asyncio.Future[None] | None = None
 
@@ -119,6 +79,14 @@ class RequestPace:
         async with self._lock:
             loop = asyncio.get_running_loop()
             while True:
+                bucket = self._bucket
+                if bucket is not None:
+                    # A bucket refills as it empties: ours are paced as a bucket of the budget
+                    # that refills over the span, never faster than the server's.
+                    charge, self._charge = min(1 + self._charge, bucket.max_rate), 0.0
+                    await bucket.acquire(charge)
+                    now = loop.time()
+                    break
                 now = loop.time()
                 at = self.earliest(now)
                 if at <= now:
@@ -130,6 +98,8 @@ class RequestPace:
                 finally:
                     timer.cancel()
                     self._wake = None
+                # The loop's lateness bounds how late a response's headers are read too.
+                self.lateness = max(loop.time() - at, 0.9 * self.lateness)
             self._sent.add(now)
             # A request the loop let through a little late keeps the schedule; one that came
             # to an idle pace (or a long stall) starts the schedule again from now.
@@ -147,10 +117,27 @@ class RequestPace:
         window = self.window
         if window is None:
             return self._next
-        if self._sent.after(now - window.span) < window.budget:
+        if window.kind == "fixed":
+            return self._fixed(now, window)
+        # A loaded loop sends a request later after its slot than the one it replaces: the span
+        # widens by twice the loop's lateness, so the server has let that one go.
+        span = window.span + 2 * self.lateness
+        if self._sent.after(now - span) < window.budget:
             return now
         # Room comes when the budget-th newest request leaves the span.
-        return self._sent.newest(window.budget) + window.span
+        return self._sent.newest(window.budget) + span
+
+    def _fixed(self, now: float, window: Window) -> float:
+        """A fixed window admits its budget from each restart: ours since the restart (and a
+        margin before it) fill it, and the next opens a margin after the next restart."""
+        margin = window.span - window.seconds + 2 * self.lateness + 0.01
+        restart, length = self._restart, window.seconds
+        if now >= restart + margin:  # the announced restart has passed (and perhaps more)
+            start = restart + math.floor((now - restart - margin) / length) * length
+            since, opens = start - margin, start + length + margin
+        else:  # still the window before it, or a restart we cannot tell has happened
+            since, opens = restart - length - margin, restart + margin
+        return now if self._sent.after(since) < window.budget else opens
 
     def slow_down(self, factor: float) -> None:
         """A refusal episode while paced: the rate is multiplied by `factor` (at most one request
@@ -167,42 +154,58 @@ class RequestPace:
 
     def heed(self, now: float, limit: int, remaining: int, reset: float) -> None:
         """Learns the window from one response's headers, or checks the learnt one still holds."""
-        if not self._learn or not 0 <= remaining < limit or not 0 < reset <= self.period:
+        reader = self._reader
+        if reader is None or not 0 <= remaining < limit or not 0 < reset <= self.period:
             return
         self._sent.prune(now - self.period)
         if not len(self._sent):
             return
         used = limit - remaining  # of the window, in per-period units
         window = self.window
-        if window is not None:
-            # A request the server counts later than we took its slot may still be in its
-            # window when ours has let it go: only a count above ours that lasts is another's.
-            theirs = used * window.seconds / self.period - self._sent.after(now - window.span)
-            self._foreign = self._foreign + 1 if theirs > max(3.0, 0.05 * window.budget) else 0
-            if self._foreign >= AGREEING:
-                self._drop(f"the server counted {theirs:.0f} requests not ours in its window")
+        if window is None:
+            # Read at most twice the loop's lateness after the server wrote them (at least 10 ms).
+            lag = 0.01 + 2 * self.lateness
+            reading = reader.read(now, limit, used, reset, self._sent, lag)
+            if reading is not None:
+                self._adopt(limit, reading, used, self._sent.after(now - lag))
+                self._restart = now + reset
             return
-        by_reset = reset + (now - self._sent.newest())
-        sent = len(self._sent)
-        in_window = self._sent.after(now - by_reset) == sent  # all of ours still in it
-        by_count = self.period * sent / used
-        if not in_window or abs(by_count - by_reset) > 0.05 * by_reset + 0.05:
-            self._agreeing.clear()
-            return
-        self._agreeing.append((by_reset, by_count))
-        if len(self._agreeing) >= AGREEING:
-            self._adopt(limit)
+        if window.kind == "fixed":
+            # Each response announces the restart; the earliest reading of it is the least late.
+            ends = now + reset
+            late = ends > self._restart + 0.5 * window.seconds
+            self._restart = ends if late else min(self._restart, ends)
+        if window.kind == "bucket":
+            reading = reader.bucket(limit, used, reset)
+            if reader.apart:
+                self._drop("the server's headers stopped reading as one token bucket")
+                return
+            if reading is not None and reading.low > 1.02 * window.seconds:
+                # A fuller bucket read: a longer one.
+                self._adopt(limit, reading, used, self._sent.after(now - 0.01 - 2 * self.lateness))
+        # A request the server counts later than we took its slot may still be in its
+        # window when ours has let it go, and a response read late (a loaded loop) counted
+        # requests that ours has let go since: ours are counted a tenth of the window further
+        # back, and only a count above them that lasts is another's.
+        horizon = now - window.span - 0.1 * window.seconds
+        theirs = used * window.seconds / self.period - self._sent.after(horizon)
+        self._foreign = self._foreign + 1 if theirs > max(3.0, 0.05 * window.budget) else 0
+        if self._foreign >= AGREEING:
+            self._drop(f"the server counted {theirs:.0f} requests not ours in its window")
 
-    def _adopt(self, limit: int) -> None:
-        estimates = [w for pair in self._agreeing for w in pair]
-        self._agreeing.clear()
-        low, high = min(estimates), max(estimates)
+    def _adopt(self, limit: int, reading: Reading, used: int, unseen: int) -> None:
+        """Takes the window `reading` says; a bucket is charged with what the server said is
+        used and the `unseen` requests of ours it may not have counted yet."""
+        low, high = reading.low, reading.high
         budget = math.floor(limit * low / self.period + 1e-9)
-        if budget < _MIN_BUDGET or high > self.period:
-            self._learn = False
+        if budget < MIN_BUDGET or high > self.period:
+            self._reader = None
             self.dropped = f"a window of {budget} requests is paced"
             return
-        self.window = Window(high, budget, high + max(0.05, 0.01 * high))
+        window = self.window = Window(high, budget, high + max(0.05, 0.01 * high), reading.kind)
+        if window.kind == "bucket":
+            self._bucket = AsyncLimiter(budget, window.span)
+            self._charge = used * window.seconds / self.period + unseen
         if self._wake is not None:
             _resolve(self._wake)  # the head waiter re-checks, now against the window
 
@@ -215,7 +218,8 @@ class RequestPace:
             self._sent.remove(started)
         window = self.window
         if window is None:
-            self._agreeing.clear()
+            if self._reader is not None:
+                self._reader = WindowReader(self.period)  # what it read included a refusal
             return
         if not widen:
             return
@@ -223,11 +227,15 @@ class RequestPace:
         if margin > 0.1 * window.seconds:
             self._drop("the server refused requests inside the learnt window, margin or not")
             return
-        self.window = Window(window.seconds, window.budget, window.seconds + margin)
+        self.window = Window(window.seconds, window.budget, window.seconds + margin, window.kind)
+        if self._bucket is not None:  # refused: the server's bucket is empty
+            self._bucket = AsyncLimiter(window.budget, window.seconds + margin)
+            self._charge = window.budget
 
     def _drop(self, why: str) -> None:
         self.window = None
-        self._learn = False
+        self._bucket = None
+        self._reader = None
         self.dropped = why
         if self._wake is not None:
             _resolve(self._wake)  # the head waiter re-checks, now against the pace

@@ -35,7 +35,14 @@ from ttc.adapters.sim import (
     running_server,
     serve_forever,
 )
-from ttc.adapters.sim._admission import Window, go_duration, proto_duration
+from ttc.adapters.sim._admission import (
+    Bucket,
+    FixedWindow,
+    Window,
+    go_duration,
+    make_limit,
+    proto_duration,
+)
 from ttc.adapters.sim._options import FAULTS
 from ttc.adapters.sim._promptmap import PromptMap
 from ttc.adapters.sim._sim import SimConfig, SimProvider
@@ -253,10 +260,21 @@ def test_flags_parse_into_options() -> None:
     add_serve_arguments(parser)
     assert options_from_args(parser.parse_args([])) == ServeOptions()
     argv = "--port 0 --rpm 50 --tpm 900 --max-concurrency 3 --window 2.5 --fault-500 0.1 --seed 4"
+    argv += " --limit-kind bucket --reset-means oldest"
     options = options_from_args(parser.parse_args(argv.split()))
     assert options == ServeOptions(
-        port=0, rpm=50, tpm=900, max_concurrency=3, window=2.5, fault_500=0.1, seed=4
+        port=0,
+        rpm=50,
+        tpm=900,
+        max_concurrency=3,
+        window=2.5,
+        fault_500=0.1,
+        seed=4,
+        limit_kind="bucket",
+        reset_means="oldest",
     )
+    with pytest.raises(ConfigError, match="--limit-kind: must be one of sliding, fixed, bucket"):
+        ServeOptions(limit_kind="leaky")
     with pytest.raises(ConfigError, match="--rpm: must be > 0"):
         options_from_args(parser.parse_args(["--rpm", "0"]))
 
@@ -506,6 +524,65 @@ def test_window_full_is_the_newest_entry_leaving_room_the_oldest() -> None:
     assert (tokens.total, tokens.room(12.5), tokens.full(12.5)) == (90, 0.0, 1.5)
 
 
+def test_a_sliding_windows_reset_may_mean_its_oldest_entry_leaving() -> None:
+    requests = Window(limit=2, span=10.0, oldest=True)
+    assert requests.reset(0.0) == 0.0
+    requests.add(0.0, 1)
+    requests.add(4.0, 1)
+    assert (requests.reset(5.0), requests.full(5.0), requests.left(5.0)) == (5.0, 9.0, 0)
+    assert (requests.reset(11.0), requests.left(11.0)) == (3.0, 1)
+
+
+def test_a_fixed_window_restarts_every_span_and_resets_at_the_restart() -> None:
+    window = FixedWindow(limit=2, span=10.0, start=3.0)  # restarts at 13, 23, 33 ...
+    window.add(4.0, 1)
+    window.add(12.0, 1)
+    assert (window.left(12.5), window.reset(12.5), window.room(12.5)) == (0, 0.5, 0.5)
+    assert (window.left(13.0), window.reset(13.0)) == (2, 10.0)
+    window.add(13.0, 1)
+    assert (window.left(40.0), window.reset(40.0)) == (2, 3.0)  # two restarts passed
+
+
+def test_a_bucket_refills_continuously_and_resets_when_full_or_one_unit_is_back() -> None:
+    newest, oldest = Bucket(limit=10, span=5.0), Bucket(limit=10, span=5.0, oldest=True)
+    for bucket in (newest, oldest):  # 2 units a second
+        assert (bucket.left(0.0), bucket.reset(0.0)) == (10, 0.0)
+        for _ in range(10):
+            bucket.add(1.0, 1)
+        assert (bucket.left(1.0), bucket.room(1.0)) == (0, 0.5)
+        assert bucket.left(2.0) == 2.0
+    assert (newest.reset(2.0), oldest.reset(2.0)) == (4.0, 0.5)
+    assert (newest.reset(5.75), oldest.reset(5.75)) == pytest.approx((0.25, 0.25))
+    assert newest.left(100.0) == 10  # never above its size
+
+
+async def test_each_limit_kind_is_served_with_its_headers(http: aiohttp.ClientSession) -> None:
+    # 12 per minute over a 10 s window: 2 per window, on a clock the test moves; a fixed window
+    # restarts at 100, 110...; a bucket refills 0.2 a second.
+    for kind, means, resets in (
+        ("sliding", "oldest", (10.0, 9.5)),
+        ("fixed", "newest", (9.5, 9.0)),
+        ("bucket", "newest", (5.0, 9.5)),
+        ("bucket", "oldest", (5.0, 5.0)),
+    ):
+        options = _options(rpm=12, window=10.0, limit_kind=kind, reset_means=means)
+        clock = [100.5]
+        async with running_server(options) as server:
+            server._core.gate._now = lambda: clock[0]  # noqa: B023 (used inside this turn)
+            server._core.gate.rpm = make_limit(options, 12, 90.0)
+            url = f"{server.base_url_openai}/chat/completions"
+            seen = []
+            for at in (100.5, 101.0):
+                clock[0] = at
+                status, _, resp = await _post(http, url, _chat(f"hello {at}"))
+                assert status == 200
+                seen.append(parse_duration(resp.headers["x-ratelimit-reset-requests"]))
+            assert tuple(seen) == resets, kind
+            assert resp.headers["x-ratelimit-remaining-requests"] == "0"
+            clock[0] = 101.5
+            assert (await _post(http, url, _chat("refused")))[0] == 429
+
+
 async def test_a_429_says_when_there_is_room_and_the_headers_when_the_window_is_full(
     http: aiohttp.ClientSession,
 ) -> None:
@@ -666,6 +743,10 @@ async def test_stats_count_what_clients_could_count(
         assert stats["tokens"] == dict(zip(("input", "output", "thinking"), totals, strict=True))
         assert stats["requests"] == 4
         assert stats["ok"] == 3
+        assert stats["answered_again"] == 0
+        status, _, _ = await _post(http, url, _chat(gym.warmup_prompt(items[0])))
+        assert status == 200
+        assert (await _stats(http, server))["answered_again"] == 1  # a prompt answered twice
         assert stats["by_status"] == {"200": 3, "400": 1}
         assert stats["by_route"] == {"openai.generate": 4}
         assert stats["max_in_flight"] == 1

@@ -1,6 +1,6 @@
 """The RPM pace on a fake clock: a schedule that the loop's lateness does not slow, and a
-server's sliding window learnt from its headers, filled, and given up when another client shares
-it or the server refuses."""
+server's window (sliding, fixed or a token bucket; `ttc serve`'s own limits) learnt from its
+headers, filled, and given up when another client shares it or the server refuses."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from collections.abc import Callable
 import pytest
 from fakes import FakeClock
 
+from ttc.adapters.sim import ServeOptions
+from ttc.adapters.sim._admission import Limit, make_limit
 from ttc.engine.contract._types import RateInfo
 from ttc.engine.send._limiter import Limiter
 
@@ -88,6 +90,37 @@ class BucketServer(WindowServer):
             limit_requests=self.rpm,
             remaining_requests=math.floor(self.level),
             reset_requests_s=max(0.001, used * 60 / self.rpm),
+        )
+
+
+class ServeLimit(WindowServer):
+    """`ttc serve`'s own limit of `--limit-kind kind --reset-means means` on the fake clock, with
+    its headers (per minute, the reset to the millisecond as OpenAI's duration format has it)."""
+
+    def __init__(self, clock: FakeClock, rpm: int, window: float, kind: str, means: str) -> None:
+        super().__init__(clock, rpm, window)
+        options = ServeOptions(rpm=rpm, window=window, limit_kind=kind, reset_means=means)
+        self.limit: Limit = make_limit(options, rpm, clock.elapsed)
+
+    def admit(self) -> bool:
+        now = self.clock.elapsed
+        if self.limit.left(now) < 1:
+            self.refused += 1
+            return False
+        self.limit.add(now, 1)
+        self.admitted.append(now)
+        return True
+
+    def retry_after(self) -> float:
+        return self.limit.room(self.clock.elapsed)
+
+    def headers(self) -> RateInfo:
+        now = self.clock.elapsed
+        left = self.limit.left(now)
+        return RateInfo(
+            limit_requests=self.rpm,
+            remaining_requests=math.floor(left * 60 / self.window),
+            reset_requests_s=math.ceil(self.limit.reset(now) * 1000) / 1000,
         )
 
 
@@ -184,7 +217,43 @@ async def test_a_sliding_window_is_learnt_and_filled_at_once_without_a_refusal(
     assert most_in_any_window(server.admitted, 6.0) <= 60
 
 
-async def test_a_token_buckets_headers_never_make_a_window(clock: FakeClock) -> None:
+@pytest.mark.parametrize(
+    ("kind", "means", "read_as"),
+    [
+        ("sliding", "newest", "sliding-newest"),
+        ("sliding", "oldest", "sliding-oldest"),
+        ("fixed", "newest", "fixed"),
+        ("bucket", "newest", "bucket"),
+        ("bucket", "oldest", "bucket"),
+    ],
+)
+async def test_each_kind_of_limit_is_read_and_filled_without_a_refusal(
+    clock: FakeClock, kind: str, means: str, read_as: str
+) -> None:
+    server = ServeLimit(clock, rpm=600, window=6.0, kind=kind, means=means)  # 60 in 6 s
+    await clock.advance_to(2.5)  # a fixed window's restarts fall between the requests
+    limiter = Limiter(rpm=600, max_concurrency=100)
+    tasks = spawn(300, lambda: send(limiter, server, latency=0.5))
+    await run_until(clock, tasks, until=80.0)
+    assert server.refused == 0
+    assert len(server.admitted) == 300
+    window = limiter.window
+    assert window is not None
+    assert window.kind == read_as
+    assert 54 <= window.budget <= 60
+    # Paced, 300 requests take 30.6 s; a learnt window of 60 is filled as it has room (a
+    # fixed window, known at its first restart 3.5 s in, from each restart: the last of its
+    # five windows opens 27.5 s in; a bucket as it refills).
+    assert server.admitted[-1] - server.admitted[0] < (28.0 if kind == "fixed" else 26.0)
+    if kind == "sliding":
+        assert most_in_any_window(server.admitted, 6.0) <= 60
+    if kind == "fixed":  # restarts at 0, 6, 12... s
+        assert max(collections.Counter(t // 6.0 for t in server.admitted).values()) <= 60
+
+
+async def test_a_bucket_only_ever_seen_one_request_short_is_paced(clock: FakeClock) -> None:
+    # A minute's bucket, announced in requests: paced, it is never more than one short, and
+    # readings of one state never agree on a window.
     server = BucketServer(clock, rpm=600)
     limiter = Limiter(rpm=600, max_concurrency=100)
     tasks = spawn(100, lambda: send(limiter, server, latency=0.5))

@@ -81,3 +81,32 @@ async def test_two_clients_on_one_quota_both_back_off() -> None:
     assert [first.window, second.window] == [None, None]
     # Both backed off: refusals stayed a small share, each answered by a wait, not a storm.
     assert stats["rate_limited"] <= 0.2 * stats["requests"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "means", "read_as"),
+    [
+        ("sliding", "oldest", "sliding-oldest"),
+        ("fixed", "newest", "fixed"),
+        ("bucket", "newest", "bucket"),
+    ],
+)
+async def test_each_kind_of_limit_is_learnt_from_ttc_serves_headers(
+    kind: str, means: str, read_as: str
+) -> None:
+    # 60 requests per 3 s, announced per minute (1,200), counted as --limit-kind says.
+    options = ServeOptions(
+        port=0, rpm=1200, window=3.0, latency=0.05, limit_kind=kind, reset_means=means
+    )
+    async with running_server(options) as server:
+        await asyncio.sleep(1.2)  # a fixed window's restarts fall between our requests
+        limiter = Limiter(rpm=1200, max_concurrency=32)
+        statuses = await _send_all(server.url, limiter, 150, kind)
+        stats = server.stats()
+    assert statuses == [200] * 150
+    assert stats["rate_limited"] <= 2
+    assert stats["answered_again"] == 0
+    window = limiter.window
+    assert window is not None
+    assert window.kind == read_as
+    assert window.budget <= 60
