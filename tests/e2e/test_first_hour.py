@@ -15,6 +15,8 @@ import orjson
 import pytest
 from fakes import library_example
 
+from ttc.engine.journal import read_journal
+
 ROOT = Path(__file__).resolve().parents[2]
 TTC = str(Path(sys.executable).with_name("ttc"))
 
@@ -149,7 +151,6 @@ def test_a_run_against_nothing_listening_exits_non_zero_naming_why(tmp_path: Pat
     assert "Cannot connect" in line
     assert line.endswith(f"resume {tmp_path / 'run'}")
     assert "Cannot connect" in (tmp_path / "run" / "run.log").read_text()
-    journal = (tmp_path / "run" / "journal.jsonl").read_bytes().splitlines()
-    events = [orjson.loads(x) for x in journal]
+    events = list(read_journal(tmp_path / "run" / "journal.jsonl"))  # plain or compact
     attempts = [e for e in events if e["ev"] == "retry" or (e["ev"] == "sample" and not e["ok"])]
     assert len(attempts) <= 8 + 5  # not every retry of every sample of every round

@@ -29,7 +29,7 @@ from ttc.engine import Engine, RunConfig, StopKind
 from ttc.engine._util import Unreadable, served_lines, served_lines_of
 from ttc.engine.cli._batchapi import _keep, via_batch_api
 from ttc.engine.cli._batchmode import duration
-from ttc.engine.journal._journal import read_journal
+from ttc.engine.journal._journal import journal_text, read_journal
 from ttc.retrieval import LexicalEmbedder
 
 KEY = "sk-hostile-batch-SECRET-0123456789"
@@ -216,10 +216,15 @@ async def test_ids_the_server_chooses_are_redacted_before_they_are_written(
 ) -> None:
     _, url = await hostile(lambda cids, n: b"".join(answer(c) for c in cids), suffix=f"-{KEY}")
     await run(url, tmp_path / "run", n=2)
-    for name in ("journal.jsonl", "run.log"):
-        text = (tmp_path / "run" / name).read_text()
+    journal = b"".join(journal_text(tmp_path / "run" / "journal.jsonl")).decode()
+    for name, text in (
+        ("journal.jsonl", journal),
+        ("run.log", (tmp_path / "run" / "run.log").read_text()),
+    ):
         assert "batch_0-" in text or name == "run.log"
         assert KEY not in text, name
+    # Nor in the journal's bytes as they lie on the disk (compressed or not).
+    assert KEY.encode() not in (tmp_path / "run" / "journal.jsonl").read_bytes()
 
 
 async def test_a_batch_that_never_ends_stops_the_run_at_the_deadline(
