@@ -130,3 +130,23 @@ def test_the_timeline_marks_rounds_and_keeps_cache_answers_apart(
         note = timeline(tmp_path / name, png)
         assert png.read_bytes().startswith(b"\x89PNG")
         assert ("0 requests, " in note and "answers from the cache" in note) is from_cache
+
+
+def test_the_table_the_log_and_the_timeline_number_rounds_alike(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    args = ["run", "--provider", "sim", "--limit", "6", "--rounds", "3", "--no-live", "--no-cache"]
+    assert main([*args, "--embedder", "lexical", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    log = (out / "run.log").read_text()
+    marked = read_timeline(out).rounds
+    assert [r["round"] for r in summary["rounds"]] == [1, 2, 3]
+    for r in summary["rounds"]:
+        n, warm = r["round"], "" if r["adaptive"] else " (warm-up)"
+        # The per-round table, the live line as it is logged, and the timeline's marker.
+        assert any(row.strip().startswith(f"{n}{warm} ") for row in printed.splitlines())
+        assert f"round {n}/3: {r['active']} active, {r['requests']} requests" in log
+        assert n in marked
+    assert summary["rounds"][0]["adaptive"] is False  # round 1 is the warm-up
