@@ -80,8 +80,9 @@ class Landing:
     on_landed: Callable[[Job, Outcome], None]
     # Answered samples, as many as landed meanwhile: judged, then accounted.
     on_judged: Callable[[list[Answered]], Awaitable[None]]
-    # The ids of the completions the response cache served and that have not landed yet.
-    served: set[int] = field(default_factory=set)
+    # The completions the response cache served that have not landed yet, by id (held, so that
+    # an id is never reused by another completion while it is here).
+    served: dict[int, Completion] = field(default_factory=dict)
 
     def sender(self, stream: int) -> Sender:
         """A sender on the run's send path whose retries the round journals; `stream` keeps its
@@ -101,10 +102,7 @@ class Landing:
 
     def from_cache(self, completion: Completion) -> bool:
         """Whether the response cache served `completion` (asked once, when it lands)."""
-        if id(completion) in self.served:
-            self.served.discard(id(completion))
-            return True
-        return False
+        return self.served.pop(id(completion), None) is completion
 
     def admitted(self, jobs: Iterable[Job]) -> AsyncIterator[Job]:
         """`jobs`, each once the run budget has reserved its worst case (`RunBudget.admit`:
@@ -174,7 +172,7 @@ class _Marking(ProviderCache):
     """The run's cache as a round's senders see it: each completion it serves is noted, so the
     round journals that sample as a cache answer (no request went out)."""
 
-    def __init__(self, cache: ProviderCache, served: set[int]) -> None:
+    def __init__(self, cache: ProviderCache, served: dict[int, Completion]) -> None:
         # Not ProviderCache.__init__: the hits and misses stay counted on `cache`.
         self.inner, self.served = cache, served
 
@@ -182,7 +180,7 @@ class _Marking(ProviderCache):
         """`cache`'s answer, noted as served from the cache until it lands."""
         cached = self.inner.lookup(request)
         if cached is not None:
-            self.served.add(id(cached))
+            self.served[id(cached)] = cached
         return cached
 
     def count_miss(self) -> None:
