@@ -2,11 +2,11 @@
 
 - Table 1 (GPQA): coverage against samples per question, rows Fixed (elim: the same zero-shot
   prompt every round) and Neighbour (adpt), columns 1..R·K.
-- Tables 2, 3 and 7: coverage per round, rows the methods, columns R0..R{R-1} (R0 is the
-  warm-up: the paper's naming), one table per suite (Table 2 is MinervaMath, Table 3 MATH-500,
-  Table 7 the mixed failure-mode set).
+- Tables 2, 3 and 7: coverage per round, rows the methods, columns R1..R{R} (R1 is the
+  warm-up, the paper's R0: rounds are numbered from 1 in every ttc output), one table per suite
+  (Table 2 is MinervaMath, Table 3 MATH-500, Table 7 the mixed failure-mode set).
 - Table 4: tokens per round (prompt + thinking + response), rows Elim, Ours (adpt) and Savings,
-  columns R0.. and Total.
+  columns R1.. and Total.
 - The self-consistency panel (Figure 7f): accuracy, not coverage, per round, rounds marked
   explicitly, for every suite on which `sc` ran.
 - Figure 1: final-round coverage averaged over the benchmarks, per method, one row per model
@@ -73,7 +73,8 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def _rounds(n: int) -> list[str]:
-    return [f"R{t}" for t in range(n)]
+    # Numbered as every ttc output numbers rounds, from 1 (the paper's R0 is R1 here).
+    return [f"R{t + 1}" for t in range(n)]
 
 
 def per_round_coverage(
@@ -81,7 +82,10 @@ def per_round_coverage(
 ) -> list[str]:
     """Tables 2, 3 and 7: coverage (%) per round, one table per suite."""
     lines = ["", "## Coverage (%) across rounds: the paper's Tables 2, 3 and 7", ""]
-    lines.append("R0 is the warm-up round (the paper's naming); means over seeds.")
+    lines.append(
+        "R1 is the warm-up round (the paper's R0: ttc numbers rounds from 1 everywhere); means "
+        "over seeds."
+    )
     for suite, stats in suites.items():
         which = ROUND_TABLES.get(suite)
         where = f"the paper's {which}" if which else "in the paper as a figure, not a table"

@@ -92,7 +92,7 @@ class _Keyed:
 _SAMPLE_HEAD = ("round", "item", "k", "attempts", "demos", "temperature", "ok")
 
 
-@event(ok=True, order=(*_SAMPLE_HEAD, "text", "usage", "latency", "simulated"))
+@event(ok=True, order=(*_SAMPLE_HEAD, "text", "usage", "latency", "simulated", "cached"))
 @dataclass(frozen=True, slots=True)
 class SampleLanded(_Keyed):
     """A sample's response landed: written the moment it lands, before it is judged."""
@@ -111,6 +111,8 @@ class SampleLanded(_Keyed):
     latency: float = 0.0
     # Answered by the offline simulator (in process, `ttc serve`, or a cache entry of either).
     simulated: bool = field(default=False, metadata=spec(key="sim", omit="empty"))
+    # Served from the response cache: no request went out (the timeline draws it apart).
+    cached: bool = field(default=False, metadata=spec(key="cache", omit="empty"))
 
 
 @event(ok=False, order=(*_SAMPLE_HEAD, "error", "message"))

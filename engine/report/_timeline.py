@@ -6,11 +6,14 @@ gap):
 - requests per minute achieved (samples that got a response or a final error, counted when
   they landed, in the minute up to each point: what a per-minute limit counts) against the
   limit in force (configured, or learned from the provider's headers:
-  the `limiter` lines) and the configured `--rpm`;
+  the `limiter` lines) and the configured `--rpm`; answers served from the response cache sent
+  no request and are drawn apart, not counted as requests;
 - tokens per minute (the policy's input, output and thinking tokens) against the same for TPM;
 - retries by kind, per bin, and the 429s among them (final 429s included);
 - requests in flight against the adaptive concurrency cap (the `limiter` lines).
-A run answered by the offline simulator says so in the title.
+Each round's start (its first sample landed) is a vertical line labelled with its number, as
+every output numbers rounds (1 is the warm-up). A run answered by the offline simulator says so
+in the title.
 """
 
 from __future__ import annotations
@@ -44,6 +47,10 @@ class Timeline:
     # (minutes, in flight, cap, rpm in force, tpm in force), one per `limiter` line.
     limiter: list[tuple[float, int, int, float | None, float | None]] = field(default_factory=list)
     sessions: list[float] = field(default_factory=list)  # minutes of each session's start
+    # Answers served from the response cache, per bin: no request went out for them.
+    cached: list[int] = field(default_factory=list)
+    # Round number -> minutes of its first sample's landing (the journal's `round`).
+    rounds: dict[int, float] = field(default_factory=dict)
     configured_rpm: float | None = None
     configured_tpm: float | None = None
 
@@ -85,7 +92,7 @@ def read_timeline(run_dir: Path) -> Timeline:
     span = max(float(line["at"]) for line in lines) - t0
     width = _bin_width(span)
     n = max(1, math.ceil((span + 1e-9) / width))
-    tl = Timeline(t0, width, n, [0] * n, [0] * n, [0] * n, {})
+    tl = Timeline(t0, width, n, [0] * n, [0] * n, [0] * n, {}, cached=[0] * n)
     retries: dict[str, Counter[int]] = defaultdict(Counter)
     for line in lines:
         _add(tl, line, min(n - 1, int((float(line["at"]) - t0) / width)), retries)
@@ -100,7 +107,12 @@ def read_timeline(run_dir: Path) -> Timeline:
 def _add(tl: Timeline, line: dict[str, Any], i: int, retries: dict[str, Counter[int]]) -> None:
     ev, minute = line["ev"], (float(line["at"]) - tl.t0) / 60
     if ev == "sample":
-        tl.requests[i] += 1
+        if isinstance(line.get("round"), int):
+            tl.rounds[line["round"]] = min(tl.rounds.get(line["round"], minute), minute)
+        if line.get("cache"):
+            tl.cached[i] += 1
+        else:
+            tl.requests[i] += 1
         if line.get("ok"):
             tl.tokens[i] += sum(int(u) for u in line.get("usage", ()))
         elif line.get("error") == "rate_limited":
@@ -133,6 +145,20 @@ def plot_timeline(tl: Timeline, title: str, path: Path) -> None:
         f"requests / min ({how})",
         "--rpm",
     )
+    if any(tl.cached):
+        axes[0].plot(
+            x,
+            tl.per_minute(tl.cached),
+            marker=".",
+            lw=1,
+            color="#9467bd",
+            label=f"cache answers / min, not requests ({sum(tl.cached):,})",
+        )
+        axes[0].set_autoscaley_on(True)  # _rate_panel's floor at 0 had fixed the limits
+        axes[0].relim()
+        axes[0].autoscale_view()
+        axes[0].set_ylim(bottom=0)
+        axes[0].legend(loc="lower right", fontsize=7)
     _rate_panel(
         axes[1],
         x,
@@ -163,7 +189,20 @@ def plot_timeline(tl: Timeline, title: str, path: Path) -> None:
     for ax in axes:
         for start in tl.sessions[1:]:
             ax.axvline(start, color="grey", lw=0.8, ls=":")
+        for start in tl.rounds.values():
+            ax.axvline(start, color="#8c564b", lw=0.8, ls="-.", alpha=0.7)
         ax.grid(alpha=0.3)
+    for i, (number, start) in enumerate(sorted(tl.rounds.items())):
+        axes[0].annotate(  # staggered: short rounds start close together
+            f"round {number}",
+            (start, 1.0 - 0.08 * (i % 3)),
+            xycoords=("data", "axes fraction"),
+            xytext=(2, -2),
+            textcoords="offset points",
+            va="top",
+            fontsize=7,
+            color="#8c564b",
+        )
     fig.suptitle(wrap_title(title, 9.0), fontsize=9)
     fig.tight_layout()
     save(fig, path, dpi=110)
@@ -206,6 +245,7 @@ def timeline(run_dir: Path, path: Path) -> str:
     label = f"{info.get('method', '?')} on {info.get('suite', '?')}, model {info.get('model', '?')}"
     simulated = " (SIMULATED: the offline sim provider answered)" if info.get("simulated") else ""
     plot_timeline(tl, f"{run_dir.name}: {label}{simulated}", path)
-    requests = sum(tl.requests)
-    note = f"timeline: {path} ({requests:,} requests, bins of {tl.bin_s:g} s"
+    requests, cached = sum(tl.requests), sum(tl.cached)
+    served = f", {cached:,} answers from the cache" if cached else ""
+    note = f"timeline: {path} ({requests:,} requests{served}, bins of {tl.bin_s:g} s"
     return note + ("; simulated)" if simulated else ")")

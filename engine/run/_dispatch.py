@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ttc.engine.contract._config import RunConfig
 from ttc.engine.contract._state import RunState, sample_seed
-from ttc.engine.contract._types import Provider, Suite
+from ttc.engine.contract._types import Completion, Provider, Request, Suite
 from ttc.engine.journal._events import Event
 from ttc.engine.run._budget import RunBudget
 from ttc.engine.run._roles import RoleCaller
@@ -80,6 +80,9 @@ class Landing:
     on_landed: Callable[[Job, Outcome], None]
     # Answered samples, as many as landed meanwhile: judged, then accounted.
     on_judged: Callable[[list[Answered]], Awaitable[None]]
+    # The completions the response cache served that have not landed yet, by id (held, so that
+    # an id is never reused by another completion while it is here).
+    served: dict[int, Completion] = field(default_factory=dict)
 
     def sender(self, stream: int) -> Sender:
         """A sender on the run's send path whose retries the round journals; `stream` keeps its
@@ -93,9 +96,13 @@ class Landing:
             cfg.timeout_s,
             self.on_retry,
             seed=seed,
-            cache=ctx.cache,
+            cache=None if ctx.cache is None else _Marking(ctx.cache, self.served),
             stopped=lambda: ctx.stopped,
         )
+
+    def from_cache(self, completion: Completion) -> bool:
+        """Whether the response cache served `completion` (asked once, when it lands)."""
+        return self.served.pop(id(completion), None) is completion
 
     def admitted(self, jobs: Iterable[Job]) -> AsyncIterator[Job]:
         """`jobs`, each once the run budget has reserved its worst case (`RunBudget.admit`:
@@ -159,3 +166,27 @@ class _Admitted:
                 if close is not None:  # the limiter's feed ends with it (stragglers hedged)
                     close()
             raise StopAsyncIteration
+
+
+class _Marking(ProviderCache):
+    """The run's cache as a round's senders see it: each completion it serves is noted, so the
+    round journals that sample as a cache answer (no request went out)."""
+
+    def __init__(self, cache: ProviderCache, served: dict[int, Completion]) -> None:
+        # Not ProviderCache.__init__: the hits and misses stay counted on `cache`.
+        self.inner, self.served = cache, served
+
+    def lookup(self, request: Request) -> Completion | None:
+        """`cache`'s answer, noted as served from the cache until it lands."""
+        cached = self.inner.lookup(request)
+        if cached is not None:
+            self.served[id(cached)] = cached
+        return cached
+
+    def count_miss(self) -> None:
+        """One attempt goes to the provider."""
+        self.inner.count_miss()
+
+    def store(self, request: Request, completion: Completion) -> None:
+        """Keeps a completion the provider returned."""
+        self.inner.store(request, completion)

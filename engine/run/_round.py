@@ -270,8 +270,11 @@ class RoundRun:
         latency = round(comp.latency_s, 4)
         text, usage, attempts = comp.texts[0], comp.usage, outcome.attempts
         self.state.simulated |= comp.simulated
+        cached = self.landing.from_cache(comp)
         ctx.emit(
-            SampleLanded(*key, text, usage, attempts, demos, temperature, latency, comp.simulated)
+            SampleLanded(
+                *key, text, usage, attempts, demos, temperature, latency, comp.simulated, cached
+            )
         )
 
     async def on_judged(self, group: list[tuple[Job, Completion]]) -> None:

@@ -11,6 +11,10 @@ so does a pool whose workers cannot start at all (a suite class defined in a not
 imported by a new process: judge in-process with `workers=0`). Workers ignore SIGINT: Ctrl-C is
 the host's to handle, and the host shuts them down.
 
+A host killed with SIGKILL leaves its queues' named semaphores to multiprocessing's resource
+tracker, which unlinks them; the pool starts the tracker with its "leaked semaphore objects"
+warning silenced, so a `kill -9` prints nothing more (`_quiet_tracker`).
+
 A suite's `judge` that raises is a bug in the suite, not a score: the pool raises a
 `VerifierError` naming the item (the traceback goes to the log), and the run stops dispatching;
 samples that landed stay in the journal, to be judged when the run is resumed.
@@ -55,6 +59,27 @@ def _die_with_parent(parent: int) -> None:
             return
         if os.getppid() != parent:  # the parent died before the line above took effect
             os._exit(1)
+
+
+# The resource tracker's warning about what a dead parent left: started with this filter, the
+# tracker still unlinks them, and says nothing (the fields of `python -W`; a message with a colon
+# cannot be named, so it is every UserWarning of that module: this one, and a failed unlink).
+_TRACKER_QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"
+
+
+def _quiet_tracker() -> None:
+    """Starts multiprocessing's resource tracker, if it is not running, with the pool's queue
+    semaphores' warning silenced: a run killed with SIGKILL cannot unlink them, the tracker does
+    (that is its job), and its "leaked semaphore objects" warning on the terminal after a
+    `kill -9` would read as a bug. The tracker takes its warning filters from `sys.warnoptions`
+    as it starts, so the filter is there only while it starts: the workers do not get it."""
+    from multiprocessing import resource_tracker
+
+    sys.warnoptions.append(_TRACKER_QUIET)
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        sys.warnoptions.remove(_TRACKER_QUIET)
 
 
 def _install(suite: Suite, parent: int) -> None:
@@ -189,6 +214,8 @@ class VerifierPool:
                 # Leave quietly; the run that started us says why its workers did not start.
                 os._exit(1)
             _importable(self.suite)
+            if os.name == "posix":
+                _quiet_tracker()
             self._pool = ProcessPoolExecutor(
                 max_workers=self.workers,
                 mp_context=multiprocessing.get_context("spawn"),

@@ -73,7 +73,7 @@ def test_coverage_per_round_in_the_shape_of_tables_2_3_and_7(grid: tuple[Path, s
     out, md = grid
     for suite, heading in (("gpqa", "### GPQA ("), ("mixed", "### Mixed (LiveCodeBench fixture")):
         head, rows = _table(md, heading)
-        assert head == ["Method", "R0", "R1", "R2"]  # R0 is the warm-up, as the paper names it
+        assert head == ["Method", "R1", "R2", "R3"]  # R1 is the warm-up (the paper's R0)
         names = {"unif": "Unif", "elim": "Elim", "sc": "Ours (SC)", "rand": "Ours (Rand)",
                  "adpt": "Ours (Adpt)"}  # fmt: skip
         assert list(rows) == list(names.values())  # the paper's order of rows
@@ -95,7 +95,7 @@ def test_coverage_against_samples_in_the_shape_of_table_1(grid: tuple[Path, str]
 def test_tokens_per_round_with_total_and_savings_as_table_4(grid: tuple[Path, str]) -> None:
     out, md = grid
     head, rows = _table(md, "## Token usage (prompt + thinking + response) per round")
-    assert head == ["Method", "R0", "R1", "R2", "Total"]
+    assert head == ["Method", "R1", "R2", "R3", "Total"]
     assert list(rows) == ["Elim", "Ours", "Savings"]
 
     def tokens(method: str) -> list[float]:

@@ -103,3 +103,50 @@ def test_requests_per_minute_are_what_a_per_minute_limit_counts() -> None:
     hours = Timeline(t0=0.0, bin_s=120, bins=2, requests=[1000, 600], tokens=[0, 0],
                      rate_limited=[0, 0], retries={})  # fmt: skip
     assert hours.per_minute(hours.requests) == [500.0, 300.0]
+
+
+def test_the_timeline_marks_rounds_and_keeps_cache_answers_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def run(out: Path) -> None:
+        args = ["run", "--provider", "sim", "--limit", "6", "--rounds", "3", "--no-live"]
+        args += ["--embedder", "lexical", "--cache", str(tmp_path / "c.sqlite3")]
+        assert main([*args, "--out", str(out)]) == 0
+
+    run(tmp_path / "sent")
+    run(tmp_path / "cached")  # the same run again: every answer is in the cache
+    capsys.readouterr()
+    for name, from_cache in (("sent", False), ("cached", True)):
+        events = journal(tmp_path / name)
+        samples = [e for e in events if e["ev"] == "sample"]
+        assert samples
+        assert all(bool(e.get("cache")) is from_cache for e in samples)
+        tl = read_timeline(tmp_path / name)
+        assert sum(tl.requests) == (0 if from_cache else len(samples))
+        assert sum(tl.cached) == (len(samples) if from_cache else 0)
+        # One marker per round the journal holds, numbered as the journal numbers it.
+        assert sorted(tl.rounds) == sorted({int(str(e["round"])) for e in samples}) == [1, 2, 3]
+        png = tmp_path / f"{name}.png"
+        note = timeline(tmp_path / name, png)
+        assert png.read_bytes().startswith(b"\x89PNG")
+        assert ("0 requests, " in note and "answers from the cache" in note) is from_cache
+
+
+def test_the_table_the_log_and_the_timeline_number_rounds_alike(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    args = ["run", "--provider", "sim", "--limit", "6", "--rounds", "3", "--no-live", "--no-cache"]
+    assert main([*args, "--embedder", "lexical", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    log = (out / "run.log").read_text()
+    marked = read_timeline(out).rounds
+    assert [r["round"] for r in summary["rounds"]] == [1, 2, 3]
+    for r in summary["rounds"]:
+        n, warm = r["round"], "" if r["adaptive"] else " (warm-up)"
+        # The per-round table, the live line as it is logged, and the timeline's marker.
+        assert any(row.strip().startswith(f"{n}{warm} ") for row in printed.splitlines())
+        assert f"round {n}/3: {r['active']} active, {r['requests']} requests" in log
+        assert n in marked
+    assert summary["rounds"][0]["adaptive"] is False  # round 1 is the warm-up

@@ -102,3 +102,48 @@ def test_a_suite_class_from_a_notebook_is_refused_before_any_process_starts(
     assert not pool.started
     # In-process judging needs no import, and works.
     assert VerifierPool(NotebookSuite(), workers=0).started
+
+
+_KILLED_HOST = """
+import asyncio
+from fakes import FakeSuite, items
+from ttc.engine.run._verify import VerifierPool
+
+async def main():
+    pool = VerifierPool(FakeSuite(pool=items(2)), workers=1)
+    pool.start()
+    await pool.ready()
+    print("ready", flush=True)
+    await asyncio.sleep(600)
+
+if __name__ == "__main__":
+    asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="named semaphores and SIGKILL: Linux")
+def test_a_host_killed_with_sigkill_leaves_no_semaphore_warning(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+
+    script = tmp_path / "host.py"
+    script.write_text(_KILLED_HOST)
+    tests = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), *sys.path])}
+    host = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    try:
+        assert host.stdout is not None
+        assert host.stdout.readline().strip() == "ready"  # the pool's queues hold semaphores
+        host.send_signal(signal.SIGKILL)
+        # The tracker and the worker hold the host's stderr until they end: read it to its end.
+        _, err = host.communicate(timeout=120)
+    finally:
+        host.kill()
+    assert host.returncode == -signal.SIGKILL
+    assert "leaked semaphore" not in err, err
