@@ -25,8 +25,7 @@ request. While the window is trusted, `remaining` 0 is what filling it means, an
 the limiter's gate (the window says when there is room again).
 
 A server whose headers fit none of the kinds is paced. A request the server refuses is not in
-its window, so it leaves ours too; each episode of refusals triples the margin, and ten clean
-windows bring it down by a third again (episodes far apart do not compound). The learnt
+its window, so it leaves ours too; each episode of refusals triples the margin. The learnt
 window is given up for pacing when, on two responses running, the server counts more requests
 in it than ours (another client shares the quota), when a learnt bucket's headers stop reading
 as one bucket, or when the margin would pass a tenth of the window; pacing resumes from where
@@ -52,15 +51,6 @@ def _resolve(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-# Windows without a refusal after which a widened margin comes down by a third (`refused`).
-CLEAN_WINDOWS = 10
-
-
-def _learnt_margin(seconds: float) -> float:
-    """The margin a window is learnt with: 1% of it, at least 50 ms."""
-    return max(0.05, 0.01 * seconds)
-
-
 class RequestPace:
     """Admits one request at a time: paced at `interval`, or within a learnt `window`."""
 
@@ -80,7 +70,6 @@ class RequestPace:
         self._charge = 0.0
         self.lateness = 0.0  # how late the loop wakes a waiter, lately (a decaying maximum)
         self._restart = -math.inf  # a learnt fixed window's next restart, as last announced
-        self._widened = -math.inf  # when a refusal last widened the learnt window's margin
         self._sent = Sent()
         self._lock = asyncio.Lock()  # FIFO: requests pass in the order they asked
         self._wake: asyncio.Future[None] | None = None
@@ -213,7 +202,7 @@ class RequestPace:
             self._reader = None
             self.dropped = f"a window of {budget} requests is paced"
             return
-        window = self.window = Window(high, budget, high + _learnt_margin(high), reading.kind)
+        window = self.window = Window(high, budget, high + max(0.05, 0.01 * high), reading.kind)
         if window.kind == "bucket":
             self._bucket = AsyncLimiter(budget, window.span)
             self._charge = used * window.seconds / self.period + unseen
@@ -234,17 +223,7 @@ class RequestPace:
             return
         if not widen:
             return
-        # Episodes far apart do not compound: the margin an episode left has come back down by
-        # a third for every CLEAN_WINDOWS windows since without one (to the margin the window
-        # was learnt with), so that a few refusals from the loop's lateness over a long run do
-        # not give a right window up (15 in 15,000 did, in three episodes of a 5-minute run).
-        now = asyncio.get_running_loop().time()
-        margin = window.span - window.seconds
-        clean = min(8.0, (now - self._widened) / (CLEAN_WINDOWS * window.seconds))
-        if clean >= 1:  # (never widened: infinitely clean, and the margin is the learnt one)
-            margin = max(_learnt_margin(window.seconds), margin / 3 ** math.floor(clean))
-        self._widened = now
-        margin *= 3
+        margin = 3 * (window.span - window.seconds)
         if margin > 0.1 * window.seconds:
             self._drop("the server refused requests inside the learnt window, margin or not")
             return

@@ -328,27 +328,6 @@ async def test_refusals_widen_the_margin_until_the_window_is_given_up(clock: Fak
     assert limiter.window is None
 
 
-async def test_episodes_ten_windows_apart_do_not_compound(clock: FakeClock) -> None:
-    # A few refusals over a long run (the loop late now and then) must not give a right window
-    # up: ten clean windows bring the margin back down by a third before the next episode.
-    server = WindowServer(clock, rpm=600, window=6.0)
-    limiter = Limiter(rpm=600, max_concurrency=100)
-    tasks = spawn(60, lambda: send(limiter, server, latency=0.5))
-    await run_until(clock, tasks, until=20.0)
-    learnt = limiter.window
-    assert learnt is not None
-    margin = learnt.span - learnt.seconds
-    for episode in range(6):  # six episodes, each 61 s (over ten 6 s windows) after the last
-        limiter.rate_limited(10 ** (6 + episode))
-        window = limiter.window
-        assert window is not None, f"given up at episode {episode + 1}"
-        assert window.span - window.seconds == pytest.approx(3 * margin)
-        await advance(clock, clock.elapsed + 61.0, step=1.0)
-    for ticket in (10**13, 10**14, 10**15):  # three close together still give it up
-        limiter.rate_limited(ticket)
-    assert limiter.window is None
-
-
 async def test_a_refused_request_leaves_the_learnt_window(clock: FakeClock) -> None:
     server = WindowServer(clock, rpm=600, window=6.0)
     limiter = Limiter(rpm=600, max_concurrency=100)
