@@ -42,6 +42,7 @@ _BUCKET_READINGS = 3  # a bucket's readings are ranges: three, of different stat
 _NARROW = 0.02  # a window is known once its readings meet within 2% of it (and _SLACK)
 _SLACK = 0.02  # seconds: the server counts a request a little after we sent it
 _MS = 0.001  # resets are announced to the millisecond
+_SPREAD, _SPREAD_S = 0.2, 0.25  # agreeing readings span a fifth of the window, or 0.25 s
 MIN_BUDGET = 4  # a window admitting fewer requests is paced: bursting it gains nothing
 
 
@@ -118,6 +119,7 @@ class WindowReader:
     def __init__(self, period: float) -> None:
         self.period = period
         self._last: dict[str, Reading] = {}  # the latest valid reading of each kind
+        self._since: dict[str, float] = {}  # when its run of agreeing readings began
         self._bucket: list[Reading] = []  # a bucket's readings whose ranges all meet
         self._ends: float | None = None  # when the server said its window resets (S + now)
         self._restart: tuple[float, float] | None = None  # a fixed window's restart, length
@@ -139,10 +141,17 @@ class WindowReader:
                 return reading
         return self.bucket(limit, used, reset)
 
-    def _agreed(self, kind: str, reading: Reading | None, limit: int) -> Reading | None:
+    def _agreed(
+        self, now: float, kind: str, reading: Reading | None, limit: int, final: bool = True
+    ) -> Reading | None:
         """The window once `reading` and the ones before it of its kind (each a range that
-        holds the window) meet in a range narrow enough; a reading that meets none of them
-        starts again."""
+        holds the window) meet in a range narrow enough, over a fifth of the window (or 0.25 s);
+        a reading that meets none of them starts again. A reading that is not `final` (it
+        would hold under another kind too) is kept, but never makes the window.
+
+        The time: two readings of the wrong kind can meet where the two curves they follow
+        cross (a bucket read as a sliding window, say), and part again a moment later; the
+        right kind's keep meeting."""
         if reading is None or reading.low > reading.high:
             self._last.pop(kind, None)
             return None
@@ -152,9 +161,12 @@ class WindowReader:
             reading = Reading(kind, low, high, last.used + 1)
         else:
             reading = Reading(kind, reading.low, reading.high, 1)
+            self._since[kind] = now
         self._last[kind] = reading
         if (
-            reading.used < AGREEING
+            not final
+            or reading.used < AGREEING
+            or now - self._since[kind] < min(_SPREAD * reading.low, _SPREAD_S)
             or reading.high - reading.low > _NARROW * reading.high + _SLACK
             or limit * reading.low / self.period < MIN_BUDGET
         ):
@@ -170,7 +182,7 @@ class WindowReader:
         # the time since our newest (or oldest) request as the server saw it, `lag` ago at most.
         by_count = (self.period * (n - sent.after(now - lag)) / used, self.period * n / used)
         newest = sent.newest()
-        found = None
+        readings: list[tuple[str, Reading | None]] = []
         for kind, by_reset in (
             ("sliding-newest", (reset + now - lag - newest, reset + now - sent.before(now - lag))),
             ("sliding-oldest", (reset + now - lag - sent.oldest(), reset + now - sent.oldest())),
@@ -178,8 +190,15 @@ class WindowReader:
             whole = sent.after(now - by_reset[1] - _SLACK) == n  # all of ours still in it
             low = max(by_count[0], by_reset[0] - _SLACK)
             high = min(by_count[1], by_reset[1] + _SLACK)
-            reading = Reading(kind, low, high, 1) if whole else None
-            found = found or self._agreed(kind, reading, limit)
+            readings.append((kind, Reading(kind, low, high, 1) if whole else None))
+        # While our requests all started at about one time (a first burst), a reset meaning
+        # the newest entry and one meaning the oldest read alike: such a reading is kept for
+        # both kinds but makes neither window, or the first kind tried would win every tie.
+        a, b = readings[0][1], readings[1][1]
+        apart = a is None or b is None or a.low > b.high or b.low > a.high
+        found = None
+        for kind, reading in readings:
+            found = found or self._agreed(now, kind, reading, limit, final=apart)
         return found
 
     def _fixed(
@@ -202,7 +221,7 @@ class WindowReader:
         since = sent.after(restart)
         low = max(self.period * (since - sent.after(now - lag)) / used, length - lag - _SLACK)
         high = min(self.period * since / used, length + lag + _SLACK)
-        return self._agreed("fixed", Reading("fixed", low, high, 1), limit)
+        return self._agreed(now, "fixed", Reading("fixed", low, high, 1), limit)
 
     def bucket(self, limit: int, used: int, reset: float) -> Reading | None:
         """One more response read as a token bucket: the window the readings so far agree on

@@ -86,16 +86,7 @@ async def test_two_clients_on_one_quota_both_back_off() -> None:
 @pytest.mark.parametrize(
     ("kind", "means", "read_as"),
     [
-        pytest.param(
-            "sliding",
-            "oldest",
-            "sliding-oldest",
-            # Learnt at the quota work's own commit; since its merge with the hot path's
-            # changes, a window whose reset is its oldest entry is not learnt here (the run is
-            # paced: safe, below the quota), or once, on a loaded machine, learnt long. Open in
-            # issue 30, named in its note.
-            marks=pytest.mark.xfail(reason="sliding-oldest not learnt since the merge (issue 30)"),
-        ),
+        ("sliding", "oldest", "sliding-oldest"),
         ("fixed", "newest", "fixed"),
         ("bucket", "newest", "bucket"),
     ],
