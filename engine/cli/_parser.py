@@ -348,6 +348,32 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         extra.required = False  # a missing RUN_DIR is named alone
 
+    abl = sub.add_parser(
+        "ablate",
+        help="the method's effect on a run's model: the questions its warm-up left unsolved, "
+        "sampled with and without their demonstrations (paired)",
+        description="Samples each question the run in RUN_DIR left unsolved after its warm-up "
+        "with its demonstrations and without (the same sampling seed per pair), through the "
+        "run's provider, limits and cache, and reports the paired effect: the solve rate with "
+        "minus without, its 95%% interval and McNemar's exact p-value (RUN_DIR/ablation.json). "
+        "Resumable: run it again to go on. Other flags change the run's own on the way (e.g. "
+        "--concurrency 4, or --base-url URL when the run's held a credential).",
+        example="{ttc} ablate runs/20250101-120000-adpt --rounds 2",
+    )
+    if wanted("ablate"):
+        abl.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory")
+        abl.add_argument(
+            "--rounds",
+            type=positive_int,
+            default=1,
+            help="ablation rounds: each gives every question one more pair per K (default: 1)",
+        )
+        abl.add_argument(
+            "--limit",
+            type=positive_int,
+            help="at most this many unsolved questions, the first in the test set (default: all)",
+        )
+        abl.add_argument("--quiet", "-q", action="store_true", help="no per-round log lines")
     srv = sub.add_parser(
         "serve",
         help="a local OpenAI- and Gemini-compatible API answered by the sim model, with rate "
