@@ -44,6 +44,7 @@ from ttc.engine.journal._frames import compact
 from ttc.engine.journal._journal import read_journal
 from ttc.engine.journal._lock import LOCK_NAME, RunLock
 from ttc.engine.journal._rundir import RunDir, round_row, write_atomic
+from ttc.engine.report._intervals import covered_rounds, interval_table, paired_table
 from ttc.engine.report._plots import plot_coverage
 from ttc.engine.report._tables import compare_table, round_table
 from ttc.engine.run._engine import Engine
@@ -309,6 +310,12 @@ async def _compare(
             failed.append(f"{method}: {result.failed}")
     runs = {m: runs[m] for m in METHODS}
     table = compare_table(runs)
+    # Each round's coverage with its interval over questions, and adpt minus each other method
+    # on the same questions.
+    firsts = {m: covered_rounds(out / m) for m in runs}
+    n_rounds = max((len(r) for r in runs.values()), default=0)
+    table += "\n\n" + interval_table(firsts, n_rounds, len(items))
+    table += "\n\n" + paired_table(firsts, "adpt")
     title = f"{suite.name}, {len(items)} questions, seed {spec.seed}"
     if simulated:
         title += "\nsimulated (sim provider): measures the machinery, not the method"
