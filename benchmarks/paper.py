@@ -317,7 +317,7 @@ def report(opts: GridOptions, outcomes: Sequence[Outcome]) -> dict[str, Any]:
         if o.status != "skipped" and o.stopped is None:
             summary = read_summary(o.path)
             if summary.get("complete"):
-                runs.append(Run(o.suite, o.method, o.seed, summary))
+                runs.append(Run(o.suite, o.method, o.seed, summary, o.path))
     if not runs:
         return {}
     header = header_of(opts, runs)

@@ -1,5 +1,13 @@
 """What a run shows afterwards: the tables, the plots, `ttc report` and the rate timeline."""
 
+from ttc.engine.report._stats import (
+    Interval,
+    bootstrap_mean,
+    maj_at_k,
+    mcnemar_exact,
+    paired_difference,
+    pass_at_k,
+)
 from ttc.engine.report._plots import (
     METHOD_STYLES,
     MethodStyle,
@@ -9,4 +17,17 @@ from ttc.engine.report._plots import (
     wrap_title,
 )
 
-__all__ = ["METHOD_STYLES", "MethodStyle", "PlotLine", "method_style", "plot_lines", "wrap_title"]
+__all__ = [
+    "METHOD_STYLES",
+    "Interval",
+    "MethodStyle",
+    "PlotLine",
+    "bootstrap_mean",
+    "maj_at_k",
+    "mcnemar_exact",
+    "method_style",
+    "paired_difference",
+    "pass_at_k",
+    "plot_lines",
+    "wrap_title",
+]
