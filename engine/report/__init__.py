@@ -1,13 +1,5 @@
 """What a run shows afterwards: the tables, the plots, `ttc report` and the rate timeline."""
 
-from ttc.engine.report._stats import (
-    Interval,
-    bootstrap_mean,
-    maj_at_k,
-    mcnemar_exact,
-    paired_difference,
-    pass_at_k,
-)
 from ttc.engine.report._plots import (
     METHOD_STYLES,
     MethodStyle,
@@ -15,6 +7,14 @@ from ttc.engine.report._plots import (
     method_style,
     plot_lines,
     wrap_title,
+)
+from ttc.engine.report._stats import (
+    Interval,
+    bootstrap_mean,
+    maj_at_k,
+    mcnemar_exact,
+    paired_difference,
+    pass_at_k,
 )
 
 __all__ = [
