@@ -231,6 +231,13 @@ def _add_method_flags(p: argparse.ArgumentParser) -> None:
         'responses (default: 0.75, the paper\'s "consensus over 75%%")',
     )
     g.add_argument(
+        "--asc-threshold",
+        type=number(float, 0.5, inclusive=False, high=0.999999),
+        default=0.95,
+        help="asc: a question stops once the probability that its leading answer beats the "
+        "second (Beta criterion) exceeds this (Aggarwal et al. 2023: 0.95)",
+    )
+    g.add_argument(
         "--fewshot",
         type=Path,
         help="fixed-icl: JSONL of {question, response} (default for math500/minerva: the "
@@ -309,7 +316,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             choices=PRESETS,
             default="adpt",
             help="unif, elim, rand, adpt (the paper's comparison); da, temp, fixed-icl, sc "
-            "(Appendix B and the ablations of section 5.3)",
+            "(Appendix B and the ablations of section 5.3); esc, asc (per-question stopping by "
+            "agreement: Li et al. 2024, Aggarwal et al. 2023)",
         )
         _add_common(run)
         run.add_argument(

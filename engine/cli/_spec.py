@@ -171,6 +171,8 @@ class RunSpec:
     noise: float = 0.0
     pool: str = "accepted"
     consensus: float = 0.75
+    # asc: its Beta stopping rule's threshold (--asc-threshold).
+    asc_threshold: float = 0.95
     fewshot: Path | None = None
     # --match-tokens: the run directory whose output tokens unif and da match.
     match_run: Path | None = None
@@ -262,6 +264,7 @@ class RunSpec:
             noise=args.noise,
             pool=args.pool,
             consensus=args.consensus,
+            asc_threshold=getattr(args, "asc_threshold", 0.95),
             fewshot=args.fewshot,
             match_run=args.match_tokens,
             judge_model=args.judge_model,
@@ -316,6 +319,7 @@ class RunSpec:
             noise=self.noise,
             pool=self.pool,
             consensus=self.consensus,
+            asc_threshold=self.asc_threshold,
             fewshot=None if self.fewshot is None else str(self.fewshot),
             match_tokens=match_tokens,
             hedge=self.hedge,

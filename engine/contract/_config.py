@@ -13,7 +13,9 @@ from ttc.engine.contract._types import Sampling
 # The paper's main comparison (what `ttc compare` runs).
 METHODS = ("unif", "elim", "rand", "adpt")
 # Every named method `--method` accepts: the main four, then the appendix and ablation presets.
-PRESETS = (*METHODS, "da", "temp", "fixed-icl", "sc")
+PRESETS = (*METHODS, "da", "temp", "fixed-icl", "sc", "esc", "asc")
+# The presets that stop each question by the agreement of its answers, judged with no oracle.
+AGREEMENT = ("sc", "esc", "asc")
 NEIGHBOUR_MODES = ("solved", "fixed")
 # `truth`: the suite's verifier at γ; `reward`: an LLM judge; `consensus`: self-consistency.
 JUDGES = ("truth", "reward", "consensus")
@@ -51,6 +53,7 @@ FLAGS = {
     "fewshot": "--fewshot",
     "match_tokens": "--match-tokens",
     "temp_step": "temp_step",
+    "asc_threshold": "--asc-threshold",
     "hedge": "--hedge",
 }
 
@@ -119,6 +122,8 @@ class RunConfig:
     match_tokens: int | None = None
     # temp: the temperature rises by this much each round (from --temperature, default 0.3).
     temp_step: float = 0.4
+    # asc: a question stops once P(its leading answer beats the second) exceeds this.
+    asc_threshold: float = 0.95
     # Stragglers at the end of a round get a second copy of their request (`--hedge`): the
     # first answer is kept, but a provider bills both, and each copy spends quota. Off unless
     # asked for, so that no request is sent twice unless its first attempt failed.
@@ -173,6 +178,12 @@ class RunConfig:
             raise bad("judge", f"must be one of {', '.join(JUDGES)}")
         if self.method == "sc" and self.judge not in (None, "consensus"):
             raise bad("judge", "sc is judged by consensus; drop --judge or use another method")
+        if self.method in ("esc", "asc") and self.judge is not None:
+            raise bad("judge", f"{self.method} is judged by its own stopping rule; drop --judge")
+        if self.method == "esc" and self.k < 2:
+            raise bad("k", "esc samples in windows of K: it needs -k 2 or more")
+        if not 0.5 < self.asc_threshold < 1.0:
+            raise bad("asc_threshold", "must be in (0.5, 1)")
 
     def _check_judge(self) -> None:
         """The judgement's settings: threshold, noise, consensus, role temperature."""
@@ -181,7 +192,7 @@ class RunConfig:
             raise bad("judge_threshold", "must be in (0, 1]")
         if not 0.0 <= self.noise < 1.0:
             raise bad("noise", "must be in [0, 1)")
-        if self.noise and self.judgement == "consensus":
+        if self.noise and self.judgement in ("consensus", "esc", "asc"):
             raise bad("noise", "flips binary verdicts; a consensus judge gives none")
         if self.pool not in POOLS:
             raise bad("pool", f"must be one of {', '.join(POOLS)}")
@@ -219,6 +230,8 @@ class RunConfig:
         """The judge in effect: --judge, or the method's own."""
         if self.judge is not None:
             return self.judge
+        if self.method in ("esc", "asc"):
+            return self.method
         return "consensus" if self.method == "sc" else "truth"
 
     @property

@@ -128,6 +128,9 @@ class QuestionRecord:
     covered_round: int | None = None
     # Self-consistency: the round at whose barrier the responses first reached a consensus.
     consensus_round: int | None = None
+    # Per-question stopping (ESC): the responses and answer counts at the last round barrier, so
+    # that a rule can read the window tallied since.
+    window_from: tuple[int, dict[str, int]] | None = None
 
     @property
     def first_pass(self) -> tuple[int, int, str] | None:

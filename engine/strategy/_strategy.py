@@ -16,6 +16,8 @@
 | `temp`      | elimination            | temperature schedule    | ground truth        |
 | `fixed-icl` | elimination            | fixed few-shot          | ground truth        |
 | `sc`        | elimination            | similar solved ICL      | consensus           |
+| `esc`       | elimination            | zero-shot               | a window agrees     |
+| `asc`       | elimination            | zero-shot               | Beta stopping rule  |
 
 Any judgement composes with any preset (`--judge reward`, `--noise P`). Warm-up rounds sample
 every question K times with the zero-shot prompt whatever the intervention (Algorithm 1, stage 1);
@@ -39,6 +41,7 @@ from ttc.engine.strategy._intervention import (
     ZeroShot,
 )
 from ttc.engine.strategy._judges import Consensus, GroundTruth, Judgement, Noisy, RewardModel
+from ttc.engine.strategy._stopping import BetaStop, WindowAgreement
 
 __all__ = ["Strategy", "judgement_of", "preset"]
 
@@ -70,6 +73,10 @@ def judgement_of(config: RunConfig) -> Judgement:
     kind = config.judgement
     if kind == "consensus":
         return Consensus(config.consensus)
+    if kind == "esc":
+        return WindowAgreement()
+    if kind == "asc":
+        return BetaStop(threshold=config.asc_threshold)
     inner: GroundTruth | RewardModel
     inner = RewardModel(config.judge_threshold) if kind == "reward" else GroundTruth(config.gamma)
     return Noisy(inner, config.noise, config.seed, config.pool) if config.noise > 0 else inner
@@ -93,6 +100,8 @@ def preset(config: RunConfig, suite: str = "") -> Strategy:
         case "da":
             da = DifficultyAware(config.rounds, config.warmup_rounds, config.match_tokens)
             return Strategy(da, ZeroShot(), judge)
+        case "esc" | "asc":  # judged by their own stopping rules (`judgement_of`)
+            return Strategy(Elimination(), ZeroShot(), judge)
         case "temp":
             start = config.sampling.temperature
             schedule = TemperatureSchedule(0.3 if start is None else start, config.temp_step)
