@@ -238,6 +238,27 @@ def _add_method_flags(p: argparse.ArgumentParser) -> None:
         "second (Beta criterion) exceeds this (Aggarwal et al. 2023: 0.95)",
     )
     g.add_argument(
+        "--bandit-rule",
+        choices=("entropy", "ucb"),
+        default="entropy",
+        help="bandit: spread each round over the unsolved questions by the entropy of their "
+        "answers so far, or by a UCB bonus (fewest samples first)",
+    )
+    g.add_argument(
+        "--bandit-budget",
+        type=positive_float,
+        help="bandit: samples per unsolved question per round, on average (default: K)",
+    )
+    g.add_argument(
+        "--bandit-c", type=natural_float, default=1.0, help="bandit: the UCB's constant c"
+    )
+    g.add_argument(
+        "--bandit-floor",
+        type=natural_float,
+        default=0.1,
+        help="bandit: each question's floor share (of the highest score), so that none starves",
+    )
+    g.add_argument(
         "--fewshot",
         type=Path,
         help="fixed-icl: JSONL of {question, response} (default for math500/minerva: the "
@@ -317,7 +338,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             default="adpt",
             help="unif, elim, rand, adpt (the paper's comparison); da, temp, fixed-icl, sc "
             "(Appendix B and the ablations of section 5.3); esc, asc (per-question stopping by "
-            "agreement: Li et al. 2024, Aggarwal et al. 2023)",
+            "agreement: Li et al. 2024, Aggarwal et al. 2023); bandit (Zuo & Zhu 2025)",
         )
         _add_common(run)
         run.add_argument(

@@ -173,6 +173,11 @@ class RunSpec:
     consensus: float = 0.75
     # asc: its Beta stopping rule's threshold (--asc-threshold).
     asc_threshold: float = 0.95
+    # bandit: --bandit-rule, --bandit-budget, --bandit-c, --bandit-floor.
+    bandit_rule: str = "entropy"
+    bandit_budget: float | None = None
+    bandit_c: float = 1.0
+    bandit_floor: float = 0.1
     fewshot: Path | None = None
     # --match-tokens: the run directory whose output tokens unif and da match.
     match_run: Path | None = None
@@ -265,6 +270,10 @@ class RunSpec:
             pool=args.pool,
             consensus=args.consensus,
             asc_threshold=getattr(args, "asc_threshold", 0.95),
+            bandit_rule=getattr(args, "bandit_rule", "entropy"),
+            bandit_budget=getattr(args, "bandit_budget", None),
+            bandit_c=getattr(args, "bandit_c", 1.0),
+            bandit_floor=getattr(args, "bandit_floor", 0.1),
             fewshot=args.fewshot,
             match_run=args.match_tokens,
             judge_model=args.judge_model,
@@ -320,6 +329,10 @@ class RunSpec:
             pool=self.pool,
             consensus=self.consensus,
             asc_threshold=self.asc_threshold,
+            bandit_rule=self.bandit_rule,
+            bandit_budget=self.bandit_budget,
+            bandit_c=self.bandit_c,
+            bandit_floor=self.bandit_floor,
             fewshot=None if self.fewshot is None else str(self.fewshot),
             match_tokens=match_tokens,
             hedge=self.hedge,

@@ -291,6 +291,17 @@ class RunState:
         demo = self.rules.demo
         return [row for row, rec in enumerate(self.records) if demo(rec) is not None]
 
+    def responses(self, row: int) -> int:
+        """The responses (not errors) a question has had."""
+        return self.records[row].responses
+
+    def answer_counts(self, row: int) -> list[int]:
+        """How many of its responses gave each answer; a response without an extracted answer
+        (or any, when the judgement keeps no tally) counts as one of its own."""
+        rec = self.records[row]
+        counts = [t.count for t in (rec.tally or {}).values()]
+        return counts + [1] * (rec.responses - sum(counts))
+
     def demo(self, row: int) -> Pick | None:
         """The response a question shows as a demonstration, if it has one."""
         return self.rules.demo(self.records[row])

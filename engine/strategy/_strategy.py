@@ -18,6 +18,7 @@
 | `sc`        | elimination            | similar solved ICL      | consensus           |
 | `esc`       | elimination            | zero-shot               | a window agrees     |
 | `asc`       | elimination            | zero-shot               | Beta stopping rule  |
+| `bandit`    | entropy or UCB scores  | zero-shot               | ground truth        |
 
 Any judgement composes with any preset (`--judge reward`, `--noise P`). Warm-up rounds sample
 every question K times with the zero-shot prompt whatever the intervention (Algorithm 1, stage 1);
@@ -26,6 +27,7 @@ the intervention's sampling (the temperature schedule) applies from round one.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +35,7 @@ from ttc.engine.contract._config import RunConfig
 from ttc.engine.contract._errors import ConfigError
 from ttc.engine.contract._policy import Allocation, Intervention
 from ttc.engine.strategy._allocation import DifficultyAware, Elimination, Uniform
+from ttc.engine.strategy._bandit import Bandit
 from ttc.engine.strategy._intervention import (
     FixedDemos,
     RandomICL,
@@ -82,6 +85,15 @@ def judgement_of(config: RunConfig) -> Judgement:
     return Noisy(inner, config.noise, config.seed, config.pool) if config.noise > 0 else inner
 
 
+def _bandit(config: RunConfig, judge: Judgement) -> Strategy:
+    """bandit: Zuo & Zhu's allocation, zero-shot (`_bandit`)."""
+    bandit = Bandit(config.bandit_rule, config.bandit_budget, config.bandit_c, config.bandit_floor)
+    # Its entropy rule reads each question's answers: the judgement tallies them.
+    if isinstance(judge, GroundTruth | RewardModel):
+        judge = dataclasses.replace(judge, tallies=True)
+    return Strategy(bandit, ZeroShot(), judge)
+
+
 def preset(config: RunConfig, suite: str = "") -> Strategy:
     """The paper's named method `config.method` as a Strategy (`suite` names the few-shot
     default of fixed-icl)."""
@@ -100,6 +112,8 @@ def preset(config: RunConfig, suite: str = "") -> Strategy:
         case "da":
             da = DifficultyAware(config.rounds, config.warmup_rounds, config.match_tokens)
             return Strategy(da, ZeroShot(), judge)
+        case "bandit":
+            return _bandit(config, judge)
         case "esc" | "asc":  # judged by their own stopping rules (`judgement_of`)
             return Strategy(Elimination(), ZeroShot(), judge)
         case "temp":
