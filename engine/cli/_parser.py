@@ -434,9 +434,28 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _methods(text: str) -> tuple[str, ...]:
+    """`--methods`: a comma list of presets, none twice."""
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in PRESETS]
+    if unknown or not names or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(
+            f"expected a comma list of {', '.join(PRESETS)} (each once), got {text!r}"
+        )
+    return names
+
+
 def _add_compare(cmp: argparse.ArgumentParser) -> None:
     _add_common(cmp)
     cmp.set_defaults(method=None)  # it runs the main four
+    cmp.add_argument(
+        "--methods",
+        type=_methods,
+        metavar="M,...",
+        help="the methods compared, a comma list of "
+        f"{', '.join(PRESETS)} (default: unif,elim,rand,adpt); elim runs first and the others "
+        "share its warm-up",
+    )
     cmp.add_argument(
         "--protocol",
         choices=PROTOCOLS,

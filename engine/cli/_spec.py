@@ -204,6 +204,8 @@ class RunSpec:
     argv: tuple[str, ...] = ()
     # `ttc compare`'s protocol (PROTOCOLS); None for `ttc run`.
     protocol: str | None = None
+    # `ttc compare --methods`: the methods compared (None: unif, elim, rand, adpt).
+    methods: tuple[str, ...] | None = None
     # --batch: the provider's Batch API (None: every request synchronously).
     batch: BatchSpec | None = None
     # --executor, --ray-address: where responses are verified.
@@ -292,6 +294,7 @@ class RunSpec:
             metrics_addr=args.metrics_addr,
             argv=tuple(argv),
             protocol=protocol,
+            methods=getattr(args, "methods", None),
             batch=batch_spec(args),
             executor=ExecutorSpec.from_args(args),
         )

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ttc.engine._util._records import read_json
-from ttc.engine.contract._config import METHODS
+from ttc.engine.contract._config import PRESETS
 from ttc.engine.contract._errors import DataError
 from ttc.engine.journal._journal import journal_lines
 from ttc.engine.report._batchreport import batch_line
@@ -312,7 +312,7 @@ def run_dirs(path: Path) -> list[Path]:
     path = Path(path)
     if (path / "summary.json").exists() or not (path / "invocation.json").is_file():
         return [path]
-    found = [path / m for m in METHODS if (path / m / "summary.json").is_file()]
+    found = [path / m for m in PRESETS if (path / m / "summary.json").is_file()]
     if not found:
         raise DataError(f"{path}: a `ttc compare` directory with no finished run in it yet")
     return found
