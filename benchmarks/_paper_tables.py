@@ -14,6 +14,7 @@ from _paper_shapes import (
     figure1_average,
     figure1_row,
     figure1_table,
+    judged_by,
     own_means,
     paper_name,
     per_round_coverage,
@@ -89,6 +90,10 @@ def interval_tables(
         "`ttc report` and `ttc compare` give intervals over questions for one run."
     )
     lines.append("")
+    judged = {judged_by(stats, header) for stats in suites.values()}
+    if any(j.startswith("mixes") or j.startswith("every") for j in judged):
+        lines.extend(["", f"Judgements: {'; '.join(sorted(judged))}; coverage is ground truth."])
+        lines.append("")
     lines.append("| suite | method | coverage % | − unif (points) | − elim (points) |")
     lines.append("| --- | --- | --- | --- | --- |")
     for suite, stats in suites.items():

@@ -192,8 +192,6 @@ class RunConfig:
             raise bad("judge", "sc is judged by consensus; drop --judge or use another method")
         if self.method in ("esc", "asc") and self.judge is not None:
             raise bad("judge", f"{self.method} is judged by its own stopping rule; drop --judge")
-        if self.method == "esc" and self.k < 2:
-            raise bad("k", "esc samples in windows of K: it needs -k 2 or more")
         if not 0.5 < self.asc_threshold < 1.0:
             raise bad("asc_threshold", "must be in (0.5, 1)")
         self._check_bandit()

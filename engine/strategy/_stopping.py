@@ -4,8 +4,8 @@ with no oracle, as the papers do; the final answer is the majority's.
 
 - Early-Stopping Self-Consistency (ESC; Li et al., "Escape Sky-high Cost: Early-stopping
   Self-Consistency for Multi-step Reasoning", ICLR 2024): samples come in windows (here, a
-  round's K samples); a question stops at the first window whose answers are all the same
-  (every sample of it with an extracted answer).
+  round's K samples, or as many rounds' as make two with K = 1); a question stops at the first
+  window whose answers are all the same (every sample of it with an extracted answer).
 - Adaptive-Consistency (ASC; Aggarwal et al., "Let's Sample Step by Step: Adaptive-Consistency
   for Efficient Reasoning and Coding with LLMs", EMNLP 2023): after each round, the probability
   that the leading answer stays ahead of the second, P(p1 > p2) under a uniform prior, that is
@@ -81,6 +81,14 @@ class WindowAgreement(_AgreementRule):
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "window": "a round's K samples", "min_window": self.min_window}
+
+    def close_round(self, rec: QuestionRecord, round_no: int) -> None:
+        if rec.consensus_round is None and self.stops(rec):
+            rec.consensus_round = round_no
+        # A window closes once it holds `min_window` responses (with K = 1, two rounds').
+        before = rec.window_from[0] if rec.window_from is not None else 0
+        if rec.responses - before >= self.min_window:
+            rec.window_from = (rec.responses, _counts(rec))
 
     def stops(self, rec: QuestionRecord) -> bool:
         before, counts = rec.window_from or (0, {})

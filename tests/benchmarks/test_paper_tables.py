@@ -182,3 +182,16 @@ def test_intervals_over_seeds_and_differences_against_unif_and_elim() -> None:
     assert vs_unif["elim"].values == pytest.approx((10.0, 0.0))
     assert differences(stats, "elim")["adpt"].mean == pytest.approx(20.0)
     assert differences(stats, "rand") == {}
+
+
+def test_the_panels_say_how_their_methods_are_judged() -> None:
+    from _paper_shapes import judged_by
+    from _paper_stats import Run, by_suite
+
+    summary = {"coverage": 0.5, "rounds": [{"coverage": 0.5}]}
+    runs = [Run("s", m, 0, summary) for m in ("elim", "adpt", "sc")]
+    stats = by_suite(runs, ["elim", "adpt", "sc"])["s"]
+    assert judged_by(stats, {"judge": None}) == (
+        "mixes consensus-judged (sc) and ground-truth-judged (elim, adpt) methods"
+    )
+    assert judged_by(stats, {"judge": "consensus"}).startswith("every method judged by consensus")

@@ -46,6 +46,18 @@ def test_esc_stops_at_the_first_window_that_agrees() -> None:
     assert state.records[0].consensus_round == 3
 
 
+def test_esc_with_one_sample_a_round_makes_windows_of_two_rounds() -> None:
+    state = _state(WindowAgreement())
+    _round(state, 1, ["1"])  # a window of one: not yet checked
+    assert state.unsolved_rows() == [0]
+    _round(state, 2, ["2"])  # the window 1, 2 disagrees; the next starts after it
+    assert state.unsolved_rows() == [0]
+    _round(state, 3, ["2"])
+    assert state.unsolved_rows() == [0]
+    _round(state, 4, ["2"])  # the window 2, 2 agrees
+    assert state.records[0].consensus_round == 4
+
+
 def test_asc_stops_once_the_leader_is_likely_to_stay_ahead() -> None:
     state = _state(BetaStop(threshold=0.95))
     _round(state, 1, ["1", "1", "2"])  # 2 vs 1: 0.6875
@@ -66,7 +78,5 @@ def test_the_presets_and_their_checks() -> None:
         "criterion": "beta",
         "threshold": 0.9,
     }
-    with pytest.raises(ConfigError, match="-k: esc samples in windows"):
-        RunConfig(method="esc", k=1)
     with pytest.raises(ConfigError, match="--judge: asc is judged by its own"):
         RunConfig(method="asc", judge="truth")
