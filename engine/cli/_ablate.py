@@ -53,6 +53,8 @@ from ttc.engine.strategy import (
 log = logging.getLogger("ttc")
 
 ARMS = ("with", "without")
+# The runs of a `ttc compare` directory worth ablating first: the method's own, then the others.
+ARMS_OF_COMPARE = ("adpt", "rand", "elim", "unif")
 
 
 def arm_strategies(config: RunConfig, suite: str, rows: list[int]) -> dict[str, Strategy]:
@@ -73,6 +75,12 @@ def _source(run_dir: Path) -> tuple[RunConfig, str | None]:
     """The run's config and its questions' checksum, from its config.json."""
     stored = stored_config(run_dir)
     if not stored:
+        runs = [m for m in ARMS_OF_COMPARE if (run_dir / m / "config.json").is_file()]
+        if runs:  # a `ttc compare` directory: each of its runs is ablated on its own
+            raise DataError(
+                f"{run_dir}: a `ttc compare` directory; name one of its runs, e.g. "
+                f"{run_dir / runs[0]}"
+            )
         raise DataError(f"{run_dir}: no config.json of a run (give a directory `ttc run` made)")
     require_journal(RunDir(run_dir))
     data = orjson.loads((run_dir / "config.json").read_bytes())

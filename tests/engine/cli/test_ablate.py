@@ -85,3 +85,13 @@ def test_a_run_that_is_not_one_is_refused(
 ) -> None:
     assert main(["ablate", str(tmp_path / "none")]) == 2
     assert "no such directory" in capsys.readouterr().err
+
+
+def test_a_compare_directory_names_its_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "adpt").mkdir()
+    (tmp_path / "adpt" / "config.json").write_text("{}")
+    (tmp_path / "invocation.json").write_text('{"argv": ["compare", "--limit", "2"]}')
+    assert main(["ablate", str(tmp_path)]) == 2
+    assert f"name one of its runs, e.g. {tmp_path / 'adpt'}" in capsys.readouterr().err
