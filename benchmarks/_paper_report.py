@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from _paper_shapes import PAPER_METHODS, judged_by
 from _paper_stats import (
     SIM_BANNER,
     USAGE,
@@ -80,6 +81,25 @@ def plot_rounds(
         label = labels.get(m.method, m.method)
         lines.append(PlotLine(label, m.method, xs, [s.mean for s in by_round], band))
     return plot_lines({"": lines}, path, title, xlabel="round (1 = warm-up)", rounds_axis=True)
+
+
+def plot_accuracy(
+    stats: Sequence[MethodStats], path: Path, title: str, labels: Mapping[str, str]
+) -> Any:
+    """The self-consistency panel (the paper's Figure 7f): accuracy per round, rounds marked
+    explicitly, mean over seeds, shaded ± 0.5 std (none for one seed)."""
+    lines = []
+    for m in stats:
+        by_round = m.by_round("accuracy")
+        band = None
+        if all(s.std is not None for s in by_round):
+            band = [(s.mean - 0.5 * (s.std or 0), s.mean + 0.5 * (s.std or 0)) for s in by_round]
+        xs = [float(t) for t in range(1, len(by_round) + 1)]
+        label = labels.get(m.method, PAPER_METHODS.get(m.method, m.method))
+        lines.append(PlotLine(label, m.method, xs, [s.mean for s in by_round], band))
+    return plot_lines(
+        {"": lines}, path, title, xlabel="Round", ylabel="accuracy (%)", rounds_axis=True
+    )
 
 
 def plot_tokens(
@@ -207,6 +227,12 @@ def write_figures(
         plot_usage(stats, figs["tokens_per_round"],
                    title(f"{where}: tokens per round (prompt + thinking + response)"
                          f"{'' if one else ', mean over seeds'}"))  # fmt: skip
+        if any(m.method == "sc" for m in stats):  # the self-consistency panel (Figure 7f)
+            figs["accuracy_per_round"] = folder / "accuracy_per_round.png"
+            judged = judged_by(stats, header)
+            plot_accuracy(stats, figs["accuracy_per_round"],
+                          title(f"{where}: accuracy per round, {judged}{spread}"),
+                          labels)  # fmt: skip
         paths["suites"][suite] = {k: str(v) for k, v in figs.items()}
     final = out / "final_coverage.png"
     what = "no error bars (1 seed)" if one else "mean ± std over seeds"

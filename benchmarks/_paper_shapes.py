@@ -114,6 +114,11 @@ def samples_table(suites: Mapping[str, list[MethodStats]], header: Mapping[str, 
         f"Neighbour: adpt (solved neighbours' responses); {k} sample(s) per round; an eliminated "
         "question counts as covered at every later sample. Means over seeds."
     )
+    if k * n != 8:
+        lines.append(
+            f"The paper's Table 1 has 8 columns (1 to 8 samples per question): run the grid "
+            f"with -R 8 (K = 1) for them; this one has R x K = {n} x {k} = {k * n}."
+        )
     lines.append("")
     rows = [
         [name, *(f"{s.mean:.1f}" for s in stats[method].by_round("coverage"))]
@@ -135,6 +140,8 @@ def tokens_table(suites: Mapping[str, list[MethodStats]], header: Mapping[str, A
                      "Table 4 is GPQA-Diamond with Gemini-2.5-flash-lite thinking."]  # fmt: skip
         elim, ours = found["elim"].all_tokens_by_round(), found["adpt"].all_tokens_by_round()
         saved = [e - o for e, o in zip(elim, ours, strict=True)]
+        if sum(saved) < 0 and not _thinks(found["adpt"]) and _WHY_NEGATIVE not in lines:
+            lines.extend(["", _WHY_NEGATIVE])
         rows = [
             [name, *(f"{v:,.0f}" for v in values), f"{sum(values):,.0f}"]
             for name, values in (("Elim", elim), ("Ours", ours), ("Savings", saved))
@@ -142,6 +149,39 @@ def tokens_table(suites: Mapping[str, list[MethodStats]], header: Mapping[str, A
         lines.extend(["", f"### {paper_name(suite, header)}", ""])
         lines.extend(_table(["Method", *_rounds(len(elim)), "Total"], rows))
     return lines
+
+
+# Why Table 4's savings can be negative: said under it when they are and nothing thought.
+_WHY_NEGATIVE = (
+    "Savings are negative here: these runs report no thinking tokens (the simulator's default, "
+    "`--sim-thinking 0`; a model without reasoning), so every adaptive prompt's demonstrations "
+    "(P solved responses) are added input that nothing offsets. The paper's Table 4 model "
+    "thinks: thousands of thinking tokens a response, which adpt saves by solving questions in "
+    "fewer rounds. Give the simulator thinking tokens (`--sim-thinking 4`: 4 per output token) "
+    "to rehearse that configuration."
+)
+
+
+def _thinks(stats: MethodStats) -> bool:
+    """Whether any run of the method reported thinking tokens."""
+    return any(int(r.summary.get("thinking_tokens", 0) or 0) > 0 for r in stats.runs)
+
+
+# The presets judged by the agreement of their answers (no oracle), whatever --judge says.
+AGREEING = ("sc", "esc", "asc")
+
+
+def judged_by(stats: Sequence[MethodStats], header: Mapping[str, Any]) -> str:
+    """How the methods of a panel are judged: all by consensus, or which by which."""
+    everyone = header.get("judge") == "consensus"
+    agree = [m.method for m in stats if everyone or m.method in AGREEING]
+    truth = [m.method for m in stats if m.method not in agree]
+    if not truth:
+        return "every method judged by consensus (no oracle)"
+    return (
+        f"mixes consensus-judged ({', '.join(agree)}) and ground-truth-judged "
+        f"({', '.join(truth)}) methods"
+    )
 
 
 _SC_TITLE = "## Accuracy (%) per round: the self-consistency panel (the paper's Figure 7f)"
@@ -167,7 +207,7 @@ def accuracy_table(suites: Mapping[str, list[MethodStats]], header: Mapping[str,
             for m in _rows(stats)
         ]
         heads = [f"Round {t + 1}" for t in range(stats[0].rounds)]
-        lines.extend(["", f"### {paper_name(suite, header)}", ""])
+        lines.extend(["", f"### {paper_name(suite, header)}: {judged_by(stats, header)}", ""])
         lines.extend(_table(["Method", *heads], rows))
     return lines
 

@@ -14,13 +14,22 @@ from _paper_shapes import (
     figure1_average,
     figure1_row,
     figure1_table,
+    judged_by,
     own_means,
     paper_name,
     per_round_coverage,
     samples_table,
     tokens_table,
 )
-from _paper_stats import SIM_BANNER, MethodStats, Stat, gains, suite_name
+from _paper_stats import (
+    SIM_BANNER,
+    MethodStats,
+    Stat,
+    differences,
+    gains,
+    suite_name,
+    warmup_sampling,
+)
 
 # Tables 5-6 name the methods adpt is compared with by a letter.
 GAIN_LETTERS = {"unif": "U", "elim": "E", "rand": "R"}
@@ -49,11 +58,68 @@ def table_json(
             suite: {
                 "methods": {m.method: m.json() for m in stats},
                 "adpt_gain_points": {k: v.json() for k, v in gains(stats).items()},
+                "minus_unif_points": {k: v.json() for k, v in differences(stats, "unif").items()},
+                "minus_elim_points": {k: v.json() for k, v in differences(stats, "elim").items()},
+                "warmup_sampling_pct": _sampling(stats, int(header.get("k", 1))),
             }
             for suite, stats in suites.items()
         },
         "figure1": {"models": rows, "average": figure1_average(rows)},
     }
+
+
+def _sampling(stats: Sequence[MethodStats], k: int) -> dict[str, float] | None:
+    """pass@1, pass@K and maj@K of the model on a suite, from the first run with K > 1 samples
+    per question in its warm-up (every method of a seed shares it), mean over its seeds."""
+    for m in stats:
+        found = [v for r in m.runs if (v := warmup_sampling(r, k)) is not None]
+        if found:
+            return {key: sum(f[key] for f in found) / len(found) for key in found[0]}
+    return None
+
+
+def interval_tables(
+    suites: Mapping[str, list[MethodStats]], shown: Sequence[str], header: Mapping[str, Any]
+) -> list[str]:
+    """Final-round coverage with its 95% interval over seeds (Student's t), each method's paired
+    difference against unif and elim, and, with K > 1, pass@k and maj@k of the warm-up."""
+    lines = ["", "## Final-round coverage with 95% intervals over seeds", ""]
+    lines.append(
+        "Mean [95% t-interval over seeds] in %; then each method minus unif and minus elim, "
+        "in points, paired by seed (the same questions and warm-up). One seed: no interval. "
+        "`ttc report` and `ttc compare` give intervals over questions for one run."
+    )
+    lines.append("")
+    judged = {judged_by(stats, header) for stats in suites.values()}
+    if any(j.startswith("mixes") or j.startswith("every") for j in judged):
+        lines.extend(["", f"Judgements: {'; '.join(sorted(judged))}; coverage is ground truth."])
+        lines.append("")
+    lines.append("| suite | method | coverage % | − unif (points) | − elim (points) |")
+    lines.append("| --- | --- | --- | --- | --- |")
+    for suite, stats in suites.items():
+        vs_unif, vs_elim = differences(stats, "unif"), differences(stats, "elim")
+        for m in (s for s in stats if s.method in shown):
+            u = vs_unif[m.method].interval_text(2, signed=True) if m.method in vs_unif else "-"
+            e = vs_elim[m.method].interval_text(2, signed=True) if m.method in vs_elim else "-"
+            cov = m.final("coverage").interval_text(percent=True)
+            lines.append(f"| {suite_name(suite, header)} | {m.method} | {cov} | {u} | {e} |")
+    k = int(header.get("k", 1))
+    rows = [(suite, v) for suite, stats in suites.items() if (v := _sampling(stats, k)) is not None]
+    if rows:
+        lines.extend(["", f"## pass@k and maj@k of the warm-up (K = {k})", ""])
+        lines.append(
+            f"Over each question's {k} warm-up samples: unbiased pass@1 and pass@{k} (Chen et "
+            f"al. 2021), and maj@{k} (the most common answer is right), in %, mean over seeds."
+        )
+        lines.append("")
+        lines.append(f"| suite | questions | pass@1 | pass@{k} | maj@{k} |")
+        lines.append("| --- | --- | --- | --- | --- |")
+        for suite, v in rows:
+            lines.append(
+                f"| {suite_name(suite, header)} | {v['questions']:.0f} | {v['pass@1']:.1f} | "
+                f"{v[f'pass@{k}']:.1f} | {v[f'maj@{k}']:.1f} |"
+            )
+    return lines
 
 
 def _spread(header: Mapping[str, Any]) -> str:
@@ -115,6 +181,7 @@ def table_markdown(
             g = gains(stats)
             row = [text(g[m], 2) if m in g else "-" for m in others]
             lines.append(f"| {paper_name(suite, header)} | " + " | ".join(row) + " |")
+    lines += interval_tables(suites, shown, header)
     lines += per_round_coverage(suites, header)
     lines += samples_table(suites, header)
     lines += tokens_table(suites, header)

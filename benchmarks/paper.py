@@ -241,6 +241,13 @@ def options_from(args: argparse.Namespace, argv: Sequence[str]) -> GridOptions:
     methods = _names(args.methods, "--methods", PRESETS, "method")
     if not suites or not methods:
         raise ConfigError("--suites and --methods: name at least one of each")
+    if args.judge == "consensus" and "adpt" in methods and "sc" in methods:
+        # adpt judged by consensus is sc: the same strategy, so the same samples and rows.
+        raise ConfigError(
+            "--methods: with --judge consensus adpt is judged by consensus too, which is sc "
+            "(the same strategy: identical rows); name sc alone for Ours (SC), as "
+            "docs/paper.md's self-consistency ablation does, or drop --judge consensus"
+        )
     matched = any(m in MATCHED for m in methods)
     if args.match_to != "none" and matched and args.match_to not in methods:
         raise ConfigError(
@@ -317,7 +324,7 @@ def report(opts: GridOptions, outcomes: Sequence[Outcome]) -> dict[str, Any]:
         if o.status != "skipped" and o.stopped is None:
             summary = read_summary(o.path)
             if summary.get("complete"):
-                runs.append(Run(o.suite, o.method, o.seed, summary))
+                runs.append(Run(o.suite, o.method, o.seed, summary, o.path))
     if not runs:
         return {}
     header = header_of(opts, runs)
@@ -367,6 +374,8 @@ def header_of(opts: GridOptions, runs: Sequence[Run]) -> dict[str, Any]:
         "seeds": list(opts.seeds),
         "rounds": opts.rounds,
         "k": opts.k,
+        # --judge for every method (None: each method's own), for the panels' titles.
+        "judge": opts.judge,
         "decoding": dataclasses.asdict(opts.sampling),
         "matched": (
             f"unif and da match {opts.match_to}'s output tokens" if opts.match_to != "none" else ""

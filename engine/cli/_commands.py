@@ -36,7 +36,7 @@ from ttc.engine.cli._wiring import (
     suite_and_items,
     wire,
 )
-from ttc.engine.contract._config import METHODS
+from ttc.engine.contract._config import PRESETS
 from ttc.engine.contract._errors import ConfigError, DataError
 from ttc.engine.contract._state import RunState
 from ttc.engine.contract._types import Item, Suite, Usage
@@ -44,6 +44,7 @@ from ttc.engine.journal._frames import compact
 from ttc.engine.journal._journal import read_journal
 from ttc.engine.journal._lock import LOCK_NAME, RunLock
 from ttc.engine.journal._rundir import RunDir, round_row, write_atomic
+from ttc.engine.report._intervals import covered_rounds, interval_table, paired_table
 from ttc.engine.report._plots import plot_coverage
 from ttc.engine.report._tables import compare_table, round_table
 from ttc.engine.run._engine import Engine
@@ -90,6 +91,13 @@ class Session:
     def running(self) -> bool:
         """Whether an engine is still running its rounds (not writing its results)."""
         return any(engine.running for engine in self.engines)
+
+
+def compared(spec: RunSpec) -> tuple[str, ...]:
+    """The methods `ttc compare` runs, in order (--methods): elim first, whose warm-up the
+    others share (without elim, the first named shares its own)."""
+    methods = spec.methods or COMPARED
+    return tuple(sorted(methods, key=lambda m: m != "elim"))
 
 
 def out_dir(spec: RunSpec) -> Path:
@@ -262,7 +270,7 @@ async def cmd_compare(spec: RunSpec, session: Session) -> int:
     out = out_dir(spec)
     if not spec.resume:
         require_empty(out)
-    for method in COMPARED:
+    for method in compared(spec):
         if spec.resume and run_begun(out / method):  # refused before anything is written
             require_journal(RunDir(out / method))
     with (
@@ -286,17 +294,20 @@ async def _compare(
     # replays them from its journal instead of sending them again (same seed, same prompts).
     # A method begun before goes on from its journal (refused if that is gone); one not begun
     # yet starts, from the shared warm-up.
-    for method in COMPARED:
+    methods = compared(spec)
+    for method in methods:
         if session.stopping is not None:  # Ctrl-C between two runs: the next one never begins
             return stop_code(session.stopping, out)
         begun = run_begun(out / method)
-        if method != "elim" and not begun:
+        if method != methods[0] and not begun:
             begun = share_warmup(
-                out / "elim" / "journal.jsonl", out / method / "journal.jsonl", spec.warmup_rounds
+                out / methods[0] / "journal.jsonl",
+                out / method / "journal.jsonl",
+                spec.warmup_rounds,
             )
         # The paper's protocol: unif gets elim's output tokens ("we match the same level of
         # output token to that of Elim"), as `benchmarks/paper.py` does.
-        matched = method == "unif" and spec.protocol == "paper"
+        matched = method == "unif" and spec.protocol == "paper" and "elim" in methods
         method_spec = dataclasses.replace(spec, match_run=out / "elim") if matched else spec
         result = await run_one(method_spec, method, out / method, suite, items, session, begun)
         runs[method] = [round_row(s) for s in result.rounds]
@@ -307,8 +318,8 @@ async def _compare(
             return code
         if result.failed is not None:
             failed.append(f"{method}: {result.failed}")
-    runs = {m: runs[m] for m in METHODS}
-    table = compare_table(runs)
+    runs = {m: runs[m] for m in PRESETS if m in runs}
+    table = compare_tables(runs, out, len(items))
     title = f"{suite.name}, {len(items)} questions, seed {spec.seed}"
     if simulated:
         title += "\nsimulated (sim provider): measures the machinery, not the method"
@@ -331,15 +342,48 @@ async def _compare(
     return 0
 
 
+def compare_tables(runs: dict[str, list[dict[str, Any]]], out: Path, questions: int) -> str:
+    """`ttc compare`'s tables: coverage and accuracy per round, each round's coverage with its
+    interval over questions, adpt minus each other method on the same questions, and which
+    methods are judged with no oracle."""
+    table = compare_table(runs)
+    firsts = {m: covered_rounds(out / m) for m in runs}
+    n_rounds = max((len(r) for r in runs.values()), default=0)
+    table += "\n\n" + interval_table(firsts, n_rounds, questions)
+    table += "\n\n" + paired_table(firsts, "adpt" if "adpt" in runs else None)
+    if judged := judged_note(list(runs)):
+        table += f"\n{judged}"
+    return table
+
+
 def protocol_line(spec: RunSpec, matched: int | None) -> str:
     """What `ttc compare` did, in a line: unif's budget (`matched`: elim's output tokens, when
     unif matched them) and the decoding every method used."""
     sampling = {k: v for k, v in dataclasses.asdict(spec.sampling).items() if v is not None}
     decoding = ", ".join(f"{k} {v}" for k, v in sampling.items()) or "the provider's defaults"
+    methods = compared(spec)
     if spec.protocol == "paper":
-        unif = f"unif matched to elim's {matched or 0:,} output tokens"
-        return f"protocol: the paper's (section 5, Appendix A): {unif}; decoding: {decoding}"
-    return f"protocol: none: unif samples all {spec.rounds} rounds; decoding: {decoding}"
+        unif = f"unif matched to elim's {matched or 0:,} output tokens; "
+        if "unif" not in methods or "elim" not in methods:
+            unif = ""
+        return f"protocol: the paper's (section 5, Appendix A): {unif}decoding: {decoding}"
+    unif = f"unif samples all {spec.rounds} rounds; " if "unif" in methods else ""
+    return f"protocol: none: {unif}decoding: {decoding}"
+
+
+# The presets judged by the agreement of their answers, with no oracle.
+AGREEING = ("sc", "esc", "asc")
+
+
+def judged_note(methods: Sequence[str]) -> str:
+    """The line that says which compared methods are judged with no oracle, or ""."""
+    agreeing = [m for m in methods if m in AGREEING]
+    if not agreeing:
+        return ""
+    return (
+        f"judged by agreement, no oracle: {', '.join(agreeing)} (their accuracy is their "
+        "majority answer's); the others by ground truth; coverage is ground truth for all"
+    )
 
 
 def require_empty(out: Path) -> None:

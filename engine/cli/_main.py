@@ -82,6 +82,10 @@ async def _dispatch(args: argparse.Namespace, spec: RunSpec | None) -> int:
                 "--workers 0: responses are judged in this process, on the event loop's thread "
                 "(fine for math, GPQA and Reasoning Gym; slow for code)"
             )
+        if args.command == "ablate":
+            from ttc.engine.cli._ablate import cmd_ablate
+
+            return await cmd_ablate(spec, session, args)
         runs = {"run": commands.cmd_run, "compare": commands.cmd_compare}
         code: int = await runs[args.command](spec, session)
         return code
@@ -103,20 +107,37 @@ async def _dispatch(args: argparse.Namespace, spec: RunSpec | None) -> int:
 
 def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]] | int:
     """The parsed flags and the command line; for `resume`, the command line that made the run
-    with the extra flags on top, in its directory. An int: the exit code of a refusal."""
-    args = build_parser(command_of(argv)).parse_args(argv)
+    with the extra flags on top, in its directory (`ablate`: its own flags, with that command
+    line as `args.stored`). An int: the exit code of a refusal."""
+    parser = build_parser(command_of(argv))
+    if command_of(argv) == "ablate":  # its own flags; the others change the run's (as resume's)
+        args, extra = parser.parse_known_args(argv)
+        stored = _stored_run(args.run_dir, extra, "ablate")
+        if isinstance(stored, int):
+            return stored
+        args.stored, args.stored_argv = stored
+        return args, argv
+    args = parser.parse_args(argv)
     if args.command != "resume":
         return args, argv
+    return _stored_run(args.run_dir, args.extra)
+
+
+def _stored_run(
+    run_dir: Path, extra: list[str], command: str = "resume"
+) -> tuple[argparse.Namespace, list[str]] | int:
+    """The command line that made the run in `run_dir`, with `extra` on top and --resume,
+    parsed, in the run's directory; an int: the exit code of a refusal (said on stderr)."""
     commands = _commands()
     try:
-        argv, cwd = commands.resume_argv(args.run_dir, args.extra)
+        argv, cwd = commands.resume_argv(run_dir, extra)
     except (ConfigError, DataError) as exc:
         print(f"ttc: error: {exc}", file=sys.stderr)
         return 2
     parser = build_parser(command_of(argv))  # the stored run's command: run or compare
-    stored = parser.parse_args(commands.resume_argv(args.run_dir, [])[0])
-    given = parser.parse_args([argv[0], *args.extra])
-    refusal = commands.untrusted_settings(args.run_dir, stored, given, parser.parse_args([argv[0]]))
+    stored = parser.parse_args(commands.resume_argv(run_dir, [])[0])
+    given = parser.parse_args([argv[0], *extra])
+    refusal = commands.untrusted_settings(run_dir, stored, given, parser.parse_args([argv[0]]))
     if refusal is not None:
         print(f"ttc: error: {refusal}", file=sys.stderr)
         return 2
@@ -127,7 +148,7 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]] | int:
     if withheld is not None:
         print(
             f"ttc: error: {withheld}: the run's URL held a credential, which is never stored; "
-            f"give it again: {ttc_command()} resume {args.run_dir} {withheld} URL",
+            f"give it again: {ttc_command()} {command} {run_dir} {withheld} URL",
             file=sys.stderr,
         )
         return 2
@@ -164,9 +185,29 @@ def first_error(
 
 def _go_on(args: argparse.Namespace, spec: RunSpec | None) -> str:
     """How to go on after a failed write: nothing written before it is lost."""
+    if args.command == "ablate":
+        return f"go on with: {ttc_command()} ablate {args.run_dir}"
     if spec is not None and spec.out is not None:
         return f"go on with: {ttc_command()} resume {spec.out}"
     return "run the same command again (it resumes from its journal)"
+
+
+def _spec_of(args: argparse.Namespace) -> RunSpec | None:
+    """The RunSpec of a command that runs engines: its own, or (`ablate`) the run's: its
+    provider, limits and cache."""
+    if args.command == "ablate":
+        return RunSpec.from_args(args.stored, [a for a in args.stored_argv if a != "--resume"])
+    return RunSpec.from_args(args, args.argv) if args.command in RUNS else None
+
+
+def _interrupted_hint(args: argparse.Namespace, spec: RunSpec | None) -> str:
+    """How to go on after Ctrl-C, when there is something to go on with."""
+    if args.command == "ablate":
+        return f"; {_go_on(args, spec)}"
+    # A directory named by default is named in the hint once the run has made it.
+    out = None if spec is None else spec.out
+    resumable = out is not None and (args.out is not None or out.exists())
+    return f"; go on with: {ttc_command()} resume {out}" if resumable else ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -176,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return parsed
     args, argv = parsed
     args.argv = [a for a in argv if a != "--resume"]
-    spec = RunSpec.from_args(args, args.argv) if args.command in RUNS else None
+    spec = _spec_of(args)
     # Over a live status line, a log line first clears it; the next redraw puts it back below.
     clear = "\r\x1b[K" if spec is not None and spec.live else ""
     logging.basicConfig(format=clear + "%(asctime)s %(message)s", datefmt="%H:%M:%S")
@@ -206,9 +247,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ttc: error: {exc}", file=sys.stderr)
         return 1
     except (KeyboardInterrupt, asyncio.CancelledError):
-        # A directory named by default is named in the hint once the run has made it.
-        out = None if spec is None else spec.out
-        resumable = out is not None and (args.out is not None or out.exists())
-        hint = f"; go on with: {ttc_command()} resume {out}" if resumable else ""
-        print(f"ttc: interrupted{hint}", file=sys.stderr)
+        print(f"ttc: interrupted{_interrupted_hint(args, spec)}", file=sys.stderr)
         return StopKind.INTERRUPTED.exit_code

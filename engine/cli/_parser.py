@@ -231,6 +231,34 @@ def _add_method_flags(p: argparse.ArgumentParser) -> None:
         'responses (default: 0.75, the paper\'s "consensus over 75%%")',
     )
     g.add_argument(
+        "--asc-threshold",
+        type=number(float, 0.5, inclusive=False, high=0.999999),
+        default=0.95,
+        help="asc: a question stops once the probability that its leading answer beats the "
+        "second (Beta criterion) exceeds this (Aggarwal et al. 2023: 0.95)",
+    )
+    g.add_argument(
+        "--bandit-rule",
+        choices=("entropy", "ucb"),
+        default="entropy",
+        help="bandit: spread each round over the unsolved questions by the entropy of their "
+        "answers so far, or by a UCB bonus (fewest samples first)",
+    )
+    g.add_argument(
+        "--bandit-budget",
+        type=positive_float,
+        help="bandit: samples per unsolved question per round, on average (default: K)",
+    )
+    g.add_argument(
+        "--bandit-c", type=natural_float, default=1.0, help="bandit: the UCB's constant c"
+    )
+    g.add_argument(
+        "--bandit-floor",
+        type=natural_float,
+        default=0.1,
+        help="bandit: each question's floor share (of the highest score), so that none starves",
+    )
+    g.add_argument(
         "--fewshot",
         type=Path,
         help="fixed-icl: JSONL of {question, response} (default for math500/minerva: the "
@@ -309,7 +337,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             choices=PRESETS,
             default="adpt",
             help="unif, elim, rand, adpt (the paper's comparison); da, temp, fixed-icl, sc "
-            "(Appendix B and the ablations of section 5.3)",
+            "(Appendix B and the ablations of section 5.3); esc, asc (per-question stopping by "
+            "agreement: Li et al. 2024, Aggarwal et al. 2023); bandit (Zuo & Zhu 2025)",
         )
         _add_common(run)
         run.add_argument(
@@ -348,6 +377,32 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         extra.required = False  # a missing RUN_DIR is named alone
 
+    abl = sub.add_parser(
+        "ablate",
+        help="the method's effect on a run's model: the questions its warm-up left unsolved, "
+        "sampled with and without their demonstrations (paired)",
+        description="Samples each question the run in RUN_DIR left unsolved after its warm-up "
+        "with its demonstrations and without (the same sampling seed per pair), through the "
+        "run's provider, limits and cache, and reports the paired effect: the solve rate with "
+        "minus without, its 95%% interval and McNemar's exact p-value (RUN_DIR/ablation.json). "
+        "Resumable: run it again to go on. Other flags change the run's own on the way (e.g. "
+        "--concurrency 4, or --base-url URL when the run's held a credential).",
+        example="{ttc} ablate runs/20250101-120000-adpt --rounds 2",
+    )
+    if wanted("ablate"):
+        abl.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory")
+        abl.add_argument(
+            "--rounds",
+            type=positive_int,
+            default=1,
+            help="ablation rounds: each gives every question one more pair per K (default: 1)",
+        )
+        abl.add_argument(
+            "--limit",
+            type=positive_int,
+            help="at most this many unsolved questions, the first in the test set (default: all)",
+        )
+        abl.add_argument("--quiet", "-q", action="store_true", help="no per-round log lines")
     srv = sub.add_parser(
         "serve",
         help="a local OpenAI- and Gemini-compatible API answered by the sim model, with rate "
@@ -379,9 +434,28 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _methods(text: str) -> tuple[str, ...]:
+    """`--methods`: a comma list of presets, none twice."""
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in PRESETS]
+    if unknown or not names or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(
+            f"expected a comma list of {', '.join(PRESETS)} (each once), got {text!r}"
+        )
+    return names
+
+
 def _add_compare(cmp: argparse.ArgumentParser) -> None:
     _add_common(cmp)
     cmp.set_defaults(method=None)  # it runs the main four
+    cmp.add_argument(
+        "--methods",
+        type=_methods,
+        metavar="M,...",
+        help="the methods compared, a comma list of "
+        f"{', '.join(PRESETS)} (default: unif,elim,rand,adpt); elim runs first and the others "
+        "share its warm-up",
+    )
     cmp.add_argument(
         "--protocol",
         choices=PROTOCOLS,

@@ -171,6 +171,13 @@ class RunSpec:
     noise: float = 0.0
     pool: str = "accepted"
     consensus: float = 0.75
+    # asc: its Beta stopping rule's threshold (--asc-threshold).
+    asc_threshold: float = 0.95
+    # bandit: --bandit-rule, --bandit-budget, --bandit-c, --bandit-floor.
+    bandit_rule: str = "entropy"
+    bandit_budget: float | None = None
+    bandit_c: float = 1.0
+    bandit_floor: float = 0.1
     fewshot: Path | None = None
     # --match-tokens: the run directory whose output tokens unif and da match.
     match_run: Path | None = None
@@ -197,6 +204,8 @@ class RunSpec:
     argv: tuple[str, ...] = ()
     # `ttc compare`'s protocol (PROTOCOLS); None for `ttc run`.
     protocol: str | None = None
+    # `ttc compare --methods`: the methods compared (None: unif, elim, rand, adpt).
+    methods: tuple[str, ...] | None = None
     # --batch: the provider's Batch API (None: every request synchronously).
     batch: BatchSpec | None = None
     # --executor, --ray-address: where responses are verified.
@@ -262,6 +271,11 @@ class RunSpec:
             noise=args.noise,
             pool=args.pool,
             consensus=args.consensus,
+            asc_threshold=getattr(args, "asc_threshold", 0.95),
+            bandit_rule=getattr(args, "bandit_rule", "entropy"),
+            bandit_budget=getattr(args, "bandit_budget", None),
+            bandit_c=getattr(args, "bandit_c", 1.0),
+            bandit_floor=getattr(args, "bandit_floor", 0.1),
             fewshot=args.fewshot,
             match_run=args.match_tokens,
             judge_model=args.judge_model,
@@ -280,6 +294,7 @@ class RunSpec:
             metrics_addr=args.metrics_addr,
             argv=tuple(argv),
             protocol=protocol,
+            methods=getattr(args, "methods", None),
             batch=batch_spec(args),
             executor=ExecutorSpec.from_args(args),
         )
@@ -316,6 +331,11 @@ class RunSpec:
             noise=self.noise,
             pool=self.pool,
             consensus=self.consensus,
+            asc_threshold=self.asc_threshold,
+            bandit_rule=self.bandit_rule,
+            bandit_budget=self.bandit_budget,
+            bandit_c=self.bandit_c,
+            bandit_floor=self.bandit_floor,
             fewshot=None if self.fewshot is None else str(self.fewshot),
             match_tokens=match_tokens,
             hedge=self.hedge,

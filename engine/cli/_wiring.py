@@ -47,7 +47,9 @@ from ttc.engine.cli._spec import (
 )
 from ttc.engine.journal import matched_output_tokens
 from ttc.engine.journal._rundir import output_tokens_of
+from ttc.engine.send._limiter import Limiter
 from ttc.engine.send._prices import Price, parse_price
+from ttc.engine.strategy import Strategy
 
 # The role models' flags, named in their errors.
 ROLE_FLAGS = {"judge": "judge_model", "difficulty": "difficulty_model"}
@@ -285,6 +287,11 @@ class Wired:
     roles: dict[str, Provider] = field(default_factory=dict)  # the role models as built
     price: Price | None = None
     embedder: Embedder | Callable[[], Embedder] | None = None
+    # What a host shares between several runs over one wiring (`ttc ablate`'s two arms, each a
+    # copy of it): one limiter under the run's limits, and each run's own method instead of its
+    # config's preset. None: the engine builds them.
+    limiter: Limiter | None = None
+    strategy: Strategy | None = None
 
     async def aclose(self) -> None:
         if self.cache is not None:
@@ -348,6 +355,8 @@ def make_engine(
         invocation={**invocation, "data": data_source(wired.suite)},
         verifiers=verifiers,
         cache=wired.cache,
+        limiter=wired.limiter,
+        strategy=wired.strategy,
     )
     return Engine(
         wired.provider,

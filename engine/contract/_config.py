@@ -13,7 +13,11 @@ from ttc.engine.contract._types import Sampling
 # The paper's main comparison (what `ttc compare` runs).
 METHODS = ("unif", "elim", "rand", "adpt")
 # Every named method `--method` accepts: the main four, then the appendix and ablation presets.
-PRESETS = (*METHODS, "da", "temp", "fixed-icl", "sc")
+PRESETS = (*METHODS, "da", "temp", "fixed-icl", "sc", "esc", "asc", "bandit")
+# bandit: how a round's budget is spread over the unsolved questions (`--bandit-rule`).
+BANDIT_RULES = ("entropy", "ucb")
+# The presets that stop each question by the agreement of its answers, judged with no oracle.
+AGREEMENT = ("sc", "esc", "asc")
 NEIGHBOUR_MODES = ("solved", "fixed")
 # `truth`: the suite's verifier at γ; `reward`: an LLM judge; `consensus`: self-consistency.
 JUDGES = ("truth", "reward", "consensus")
@@ -51,6 +55,11 @@ FLAGS = {
     "fewshot": "--fewshot",
     "match_tokens": "--match-tokens",
     "temp_step": "temp_step",
+    "asc_threshold": "--asc-threshold",
+    "bandit_rule": "--bandit-rule",
+    "bandit_budget": "--bandit-budget",
+    "bandit_c": "--bandit-c",
+    "bandit_floor": "--bandit-floor",
     "hedge": "--hedge",
 }
 
@@ -119,6 +128,14 @@ class RunConfig:
     match_tokens: int | None = None
     # temp: the temperature rises by this much each round (from --temperature, default 0.3).
     temp_step: float = 0.4
+    # asc: a question stops once P(its leading answer beats the second) exceeds this.
+    asc_threshold: float = 0.95
+    # bandit: its rule (BANDIT_RULES), samples per unsolved question per round on average (None:
+    # K), the UCB's exploration constant, and each question's floor share.
+    bandit_rule: str = "entropy"
+    bandit_budget: float | None = None
+    bandit_c: float = 1.0
+    bandit_floor: float = 0.1
     # Stragglers at the end of a round get a second copy of their request (`--hedge`): the
     # first answer is kept, but a provider bills both, and each copy spends quota. Off unless
     # asked for, so that no request is sent twice unless its first attempt failed.
@@ -173,6 +190,25 @@ class RunConfig:
             raise bad("judge", f"must be one of {', '.join(JUDGES)}")
         if self.method == "sc" and self.judge not in (None, "consensus"):
             raise bad("judge", "sc is judged by consensus; drop --judge or use another method")
+        if self.method in ("esc", "asc") and self.judge is not None:
+            raise bad("judge", f"{self.method} is judged by its own stopping rule; drop --judge")
+        if not 0.5 < self.asc_threshold < 1.0:
+            raise bad("asc_threshold", "must be in (0.5, 1)")
+        self._check_bandit()
+
+    def _check_bandit(self) -> None:
+        """bandit's rule and numbers."""
+        bad = self._bad
+        if self.bandit_rule not in BANDIT_RULES:
+            raise bad("bandit_rule", f"must be one of {', '.join(BANDIT_RULES)}")
+        if self.bandit_budget is not None and not (
+            self.bandit_budget > 0 and math.isfinite(self.bandit_budget)
+        ):
+            raise bad("bandit_budget", "must be a positive number")
+        for name in ("bandit_c", "bandit_floor"):
+            value = getattr(self, name)
+            if not (value >= 0 and math.isfinite(value)):
+                raise bad(name, "must be a finite number >= 0")
 
     def _check_judge(self) -> None:
         """The judgement's settings: threshold, noise, consensus, role temperature."""
@@ -181,7 +217,7 @@ class RunConfig:
             raise bad("judge_threshold", "must be in (0, 1]")
         if not 0.0 <= self.noise < 1.0:
             raise bad("noise", "must be in [0, 1)")
-        if self.noise and self.judgement == "consensus":
+        if self.noise and self.judgement in ("consensus", "esc", "asc"):
             raise bad("noise", "flips binary verdicts; a consensus judge gives none")
         if self.pool not in POOLS:
             raise bad("pool", f"must be one of {', '.join(POOLS)}")
@@ -219,6 +255,8 @@ class RunConfig:
         """The judge in effect: --judge, or the method's own."""
         if self.judge is not None:
             return self.judge
+        if self.method in ("esc", "asc"):
+            return self.method
         return "consensus" if self.method == "sc" else "truth"
 
     @property

@@ -41,6 +41,15 @@ class SolvedView(Protocol):
 
     def demo_rows(self) -> list[int]: ...
 
+    def responses(self, row: int) -> int:
+        """The responses (not errors) a question has had."""
+        ...
+
+    def answer_counts(self, row: int) -> list[int]:
+        """How many of its responses gave each answer (one each without an extracted answer);
+        kept only when the judgement tallies answers, else one per response."""
+        ...
+
 
 class Neighbourhood(Protocol):
     """Retrieval as interventions see it: neighbours of questions among those with a ỹ."""

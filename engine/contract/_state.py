@@ -128,6 +128,9 @@ class QuestionRecord:
     covered_round: int | None = None
     # Self-consistency: the round at whose barrier the responses first reached a consensus.
     consensus_round: int | None = None
+    # Per-question stopping (ESC): the responses and answer counts at the last round barrier, so
+    # that a rule can read the window tallied since.
+    window_from: tuple[int, dict[str, int]] | None = None
 
     @property
     def first_pass(self) -> tuple[int, int, str] | None:
@@ -287,6 +290,17 @@ class RunState:
     def demo_rows(self) -> list[int]:
         demo = self.rules.demo
         return [row for row, rec in enumerate(self.records) if demo(rec) is not None]
+
+    def responses(self, row: int) -> int:
+        """The responses (not errors) a question has had."""
+        return self.records[row].responses
+
+    def answer_counts(self, row: int) -> list[int]:
+        """How many of its responses gave each answer; a response without an extracted answer
+        (or any, when the judgement keeps no tally) counts as one of its own."""
+        rec = self.records[row]
+        counts = [t.count for t in (rec.tally or {}).values()]
+        return counts + [1] * (rec.responses - sum(counts))
 
     def demo(self, row: int) -> Pick | None:
         """The response a question shows as a demonstration, if it has one."""

@@ -35,8 +35,14 @@ _TAB10 = (
     "#7f7f7f",
     "#bcbd22",
     "#17becf",
+    # tab20b's darkest shades: past tab10's ten, for the field's baselines and free labels.
+    "#393b79",
+    "#637939",
+    "#8c6d31",
+    "#843c39",
+    "#7b4173",
 )
-_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "p", "h", "<")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "p", "h", "<", ">", "8", "H", "d", "*")
 # Line j of n is shifted by (j - (n - 1) / 2) steps, in points: down, and right on a round axis
 # (across a rising line, which coverage lines are, and apart from a flat one).
 NUDGE_Y_PT = 1.5

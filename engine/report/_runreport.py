@@ -18,10 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from ttc.engine._util._records import read_json
-from ttc.engine.contract._config import METHODS
+from ttc.engine.contract._config import PRESETS
 from ttc.engine.contract._errors import DataError
 from ttc.engine.journal._journal import journal_lines
 from ttc.engine.report._batchreport import batch_line
+from ttc.engine.report._intervals import (
+    coverage_intervals,
+    covered_rounds,
+    interval_cells,
+    paired_table,
+)
 from ttc.engine.report._plots import check_plot_path
 from ttc.engine.report._runplot import SIM_SHORT, labelled, plot_runs, test_set
 from ttc.engine.report._tables import _percent, _table, accuracy_of, compare_table
@@ -65,6 +71,8 @@ class RunReport:
     # The run's final counts as summary.json has them (None in summaries that predate them).
     covered: int | None = None
     accurate: int | None = None
+    # Each question's first covered round (the journal's verdicts): intervals, paired differences.
+    firsts: Mapping[str, int | None] | None = None
 
     def cost(self, row: Mapping[str, Any]) -> float | None:
         """One round's cost in USD, or None when the run recorded no price."""
@@ -162,6 +170,7 @@ def load_run(path: Path) -> RunReport:
         roles=summary.get("roles") or None,
         covered=_int_or_none(summary.get("covered")),
         accurate=_int_or_none(summary.get("accurate")),
+        firsts=covered_rounds(path),
     )
     return labelled([run])[0]
 
@@ -206,6 +215,7 @@ def _block(run: RunReport) -> str:
         "active",
         "solved",
         "coverage %",
+        "95% CI",
         "accuracy %",
         "requests",
         "input",
@@ -217,7 +227,10 @@ def _block(run: RunReport) -> str:
         "retries",
     ]
     rows = []
-    for r in run.rounds:
+    cis = interval_cells(
+        coverage_intervals(run.firsts or {}, len(run.rounds), run.questions) if run.firsts else []
+    )
+    for i, r in enumerate(run.rounds):
         t = int(r["round"])
         label = str(t)
         if not r.get("adaptive", True):
@@ -230,6 +243,7 @@ def _block(run: RunReport) -> str:
                 str(r["active"]),
                 str(r["solved"]),
                 f"{100 * float(r['coverage']):.1f}",
+                cis[i] if i < len(cis) else "-",
                 _percent(accuracy_of(r)),
                 # A summary of an older version kept the samples a resumed session replayed
                 # from its journal apart from its requests.
@@ -298,7 +312,7 @@ def run_dirs(path: Path) -> list[Path]:
     path = Path(path)
     if (path / "summary.json").exists() or not (path / "invocation.json").is_file():
         return [path]
-    found = [path / m for m in METHODS if (path / m / "summary.json").is_file()]
+    found = [path / m for m in PRESETS if (path / m / "summary.json").is_file()]
     if not found:
         raise DataError(f"{path}: a `ttc compare` directory with no finished run in it yet")
     return found
@@ -312,6 +326,15 @@ def _comparison(path: Path, runs: Sequence[RunReport]) -> str:
     return f"{path}: ttc compare of {', '.join(r.method for r in runs)}{where}\n{table}"
 
 
+def _same_questions(runs: Sequence[RunReport]) -> list[list[RunReport]]:
+    """The runs grouped by test set (suite and questions), groups of two or more only."""
+    groups: dict[tuple[str, frozenset[str]], list[RunReport]] = {}
+    for run in runs:
+        if run.firsts:
+            groups.setdefault((run.suite, frozenset(run.firsts)), []).append(run)
+    return [g for g in groups.values() if len(g) > 1]
+
+
 def report(paths: Sequence[Path], plot: Path | None) -> str:
     """Loads every run directory (or `ttc compare` directory); returns the tables' text and
     writes the plot to `plot` if given (its format checked before anything is read)."""
@@ -321,6 +344,8 @@ def report(paths: Sequence[Path], plot: Path | None) -> str:
     runs = labelled([r for _, group in groups for r in group])
     blocks = [report_table(runs)]
     blocks += [_comparison(p, g) for p, g in groups if [p] != [r.path for r in g]]
+    for group in _same_questions(runs):
+        blocks.append(paired_table({r.label: r.firsts or {} for r in group}))
     if plot is not None:
         plot_runs(runs, plot)
         sets = sorted({test_set(r) for r in runs})

@@ -6,7 +6,7 @@ difficulty rating), and the fixed few-shot prompts, live here too; the calls are
 """
 
 from ttc.engine.contract._policy import Allocation, Intervention
-from ttc.engine.strategy._allocation import DifficultyAware, Elimination, Uniform
+from ttc.engine.strategy._allocation import DifficultyAware, Elimination, Listed, Uniform
 from ttc.engine.strategy._demos import DEFAULT_FOR, FewShot, load_fewshot
 from ttc.engine.strategy._intervention import (
     FixedDemos,
@@ -37,6 +37,7 @@ __all__ = [
     "GroundTruth",
     "Intervention",
     "Judgement",
+    "Listed",
     "Noisy",
     "RandomICL",
     "RewardModel",

@@ -160,3 +160,24 @@ class DifficultyAware:
         )
         if samples == 0:
             log.warning("da: %s tokens buy no whole sample: no adaptive samples", f"{target:,}")
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """The questions named (rows), K samples each in every adaptive round, whether or not they
+    have been resolved since: the paired ablation samples each of its questions in both arms
+    (`ttc ablate`), so that every pair has both of its samples."""
+
+    rows: tuple[int, ...]
+    name: str = "listed"
+    needs_difficulty: bool = False
+
+    def describe(self) -> dict[str, Any]:
+        # The rows themselves: a resumed ablation must sample the same questions.
+        return {"name": self.name, "rows": list(self.rows)}
+
+    def needs_ratings(self, round_no: int, state: SolvedView, k: int) -> bool:
+        return False
+
+    def allocate(self, round_no: int, state: SolvedView, k: int) -> Allotment:
+        return dict.fromkeys(self.rows, k)

@@ -16,6 +16,9 @@
 | `temp`      | elimination            | temperature schedule    | ground truth        |
 | `fixed-icl` | elimination            | fixed few-shot          | ground truth        |
 | `sc`        | elimination            | similar solved ICL      | consensus           |
+| `esc`       | elimination            | zero-shot               | a window agrees     |
+| `asc`       | elimination            | zero-shot               | Beta stopping rule  |
+| `bandit`    | entropy or UCB scores  | zero-shot               | ground truth        |
 
 Any judgement composes with any preset (`--judge reward`, `--noise P`). Warm-up rounds sample
 every question K times with the zero-shot prompt whatever the intervention (Algorithm 1, stage 1);
@@ -24,6 +27,7 @@ the intervention's sampling (the temperature schedule) applies from round one.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +35,7 @@ from ttc.engine.contract._config import RunConfig
 from ttc.engine.contract._errors import ConfigError
 from ttc.engine.contract._policy import Allocation, Intervention
 from ttc.engine.strategy._allocation import DifficultyAware, Elimination, Uniform
+from ttc.engine.strategy._bandit import Bandit
 from ttc.engine.strategy._intervention import (
     FixedDemos,
     RandomICL,
@@ -39,6 +44,7 @@ from ttc.engine.strategy._intervention import (
     ZeroShot,
 )
 from ttc.engine.strategy._judges import Consensus, GroundTruth, Judgement, Noisy, RewardModel
+from ttc.engine.strategy._stopping import BetaStop, WindowAgreement
 
 __all__ = ["Strategy", "judgement_of", "preset"]
 
@@ -70,9 +76,22 @@ def judgement_of(config: RunConfig) -> Judgement:
     kind = config.judgement
     if kind == "consensus":
         return Consensus(config.consensus)
+    if kind == "esc":
+        return WindowAgreement()
+    if kind == "asc":
+        return BetaStop(threshold=config.asc_threshold)
     inner: GroundTruth | RewardModel
     inner = RewardModel(config.judge_threshold) if kind == "reward" else GroundTruth(config.gamma)
     return Noisy(inner, config.noise, config.seed, config.pool) if config.noise > 0 else inner
+
+
+def _bandit(config: RunConfig, judge: Judgement) -> Strategy:
+    """bandit: Zuo & Zhu's allocation, zero-shot (`_bandit`)."""
+    bandit = Bandit(config.bandit_rule, config.bandit_budget, config.bandit_c, config.bandit_floor)
+    # Its entropy rule reads each question's answers: the judgement tallies them.
+    if isinstance(judge, GroundTruth | RewardModel):
+        judge = dataclasses.replace(judge, tallies=True)
+    return Strategy(bandit, ZeroShot(), judge)
 
 
 def preset(config: RunConfig, suite: str = "") -> Strategy:
@@ -93,6 +112,10 @@ def preset(config: RunConfig, suite: str = "") -> Strategy:
         case "da":
             da = DifficultyAware(config.rounds, config.warmup_rounds, config.match_tokens)
             return Strategy(da, ZeroShot(), judge)
+        case "bandit":
+            return _bandit(config, judge)
+        case "esc" | "asc":  # judged by their own stopping rules (`judgement_of`)
+            return Strategy(Elimination(), ZeroShot(), judge)
         case "temp":
             start = config.sampling.temperature
             schedule = TemperatureSchedule(0.3 if start is None else start, config.temp_step)

@@ -304,7 +304,7 @@ def test_which_methods_share_the_warm_up_and_in_what_order() -> None:
     # The paper's decoding (temperature 0.3): every preset samples its warm-up as elim does.
     assert all(same_warmup(opts, "math500", m) for m in opts.methods)
     assert plan_methods(opts, "math500") == [
-        "elim", "rand", "adpt", "temp", "fixed-icl", "sc", "unif", "da"
+        "elim", "rand", "adpt", "temp", "fixed-icl", "sc", "esc", "asc", "bandit", "unif", "da"
     ]  # fmt: skip
     assert skip_reason(opts, "math500", "fixed-icl") is None
     assert "fixed-icl" in (skip_reason(opts, "gpqa", "fixed-icl") or "")
@@ -432,3 +432,14 @@ def test_the_livecodebench_fixture_is_called_a_fixture(tmp_path: Path) -> None:
         "livecodebench": "livecodebench fixture (5 problems)"
     }
     assert paper.fixture_names(outcomes[1:]) == {}
+
+
+def test_the_self_consistency_ablation_is_not_adpt_twice() -> None:
+    # With --judge consensus adpt is sc's strategy: naming both would give two identical rows.
+    with pytest.raises(ConfigError, match="which is sc"):
+        _opts("--methods", "elim,rand,adpt,sc", "--judge", "consensus")
+    assert _opts("--methods", "elim,rand,sc", "--judge", "consensus").methods == (
+        "elim",
+        "rand",
+        "sc",
+    )

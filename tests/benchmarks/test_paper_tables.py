@@ -156,3 +156,42 @@ def test_a_missing_cross_model_grid_is_a_one_line_error(tmp_path: Path) -> None:
     argv = ["--out", str(tmp_path / "g"), "--cross-model", str(tmp_path / "nothing")]
     with pytest.raises(ConfigError, match=r"--cross-model: cannot read .*results\.json"):
         paper.options_from(paper.build_parser().parse_args(argv), argv)
+
+
+def test_intervals_over_seeds_and_differences_against_unif_and_elim() -> None:
+    from _paper_stats import Run, by_suite, differences, stat, t975
+
+    # Student's t: 2 seeds, df 1
+    s = stat([10.0, 20.0])
+    assert s.ci95 == pytest.approx((15 - 12.706 * 7.0710678 / 1.4142136, 15 + 12.706 * 5.0))
+    assert stat([5.0]).ci95 is None
+    assert t975(100) == 1.96
+    assert stat([99.0, 100.0]).interval_text(percent=True).endswith(", 100.0]")
+
+    def summary(coverage: float) -> dict[str, object]:
+        return {"coverage": coverage, "rounds": [{"coverage": coverage}]}
+
+    runs = [
+        Run("s", m, seed, summary(c))
+        for m, cs in {"unif": (0.5, 0.6), "elim": (0.6, 0.6), "adpt": (0.7, 0.9)}.items()
+        for seed, c in enumerate(cs)
+    ]
+    stats = by_suite(runs, ["unif", "elim", "adpt"])["s"]
+    vs_unif = differences(stats, "unif")
+    assert vs_unif["adpt"].values == pytest.approx((20.0, 30.0))
+    assert vs_unif["elim"].values == pytest.approx((10.0, 0.0))
+    assert differences(stats, "elim")["adpt"].mean == pytest.approx(20.0)
+    assert differences(stats, "rand") == {}
+
+
+def test_the_panels_say_how_their_methods_are_judged() -> None:
+    from _paper_shapes import judged_by
+    from _paper_stats import Run, by_suite
+
+    summary = {"coverage": 0.5, "rounds": [{"coverage": 0.5}]}
+    runs = [Run("s", m, 0, summary) for m in ("elim", "adpt", "sc")]
+    stats = by_suite(runs, ["elim", "adpt", "sc"])["s"]
+    assert judged_by(stats, {"judge": None}) == (
+        "mixes consensus-judged (sc) and ground-truth-judged (elim, adpt) methods"
+    )
+    assert judged_by(stats, {"judge": "consensus"}).startswith("every method judged by consensus")

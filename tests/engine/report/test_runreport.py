@@ -83,21 +83,26 @@ def summary(out: Path) -> dict[str, Any]:
     return data
 
 
-def table_rows(block: str) -> list[list[str]]:
-    """The data rows of the first table in `block`, split into cells."""
+def table_rows(block: str, intervals: bool = False) -> list[list[str]]:
+    """The data rows of the first table in `block`, split into cells; without the coverage's
+    95% interval (the fifth cell) unless `intervals`."""
     lines = block.splitlines()
     start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("-----")) + 1
     rows = []
     for line in lines[start:]:
         if not line.strip() or line.startswith("total:"):
             break
-        rows.append(re.split(r"\s{2,}", line.strip()))
+        cells = re.split(r"\s{2,}", line.strip())
+        rows.append(cells if intervals else cells[:4] + cells[5:])
     return rows
 
 
 async def test_the_table_shows_every_round_as_the_summary_has_it(tmp_path: Path) -> None:
     await run(ScriptedProvider(dict(MIXED)), tmp_path)
     text = report_table([load_run(tmp_path)])
+    for row in table_rows(text, intervals=True):  # each round's coverage inside its interval
+        lo, hi = (float(x) for x in row[4].strip("[]").split(", "))
+        assert lo <= float(row[3]) <= hi
     rounds = summary(tmp_path)["rounds"]
     rows = table_rows(text)
     assert len(rows) == len(rounds) == 3
@@ -263,7 +268,10 @@ async def test_a_label_names_the_method_once_and_tells_equal_ones_apart(tmp_path
         await run(ScriptedProvider({"q0": ["right:q0"]}), d, n=3, rounds=2, method=d.name)
     text = report(dirs, plot=None)
     headers = [block.splitlines()[0] for block in text.split("\n\n")]
-    assert [h.split(":")[0] for h in headers] == ["unif (a)", "unif (b)", "elim"]
+    # The three ran the same questions: their paired differences follow, against the last.
+    paired = "paired differences on the same questions"
+    assert [h.split(":")[0] for h in headers] == ["unif (a)", "unif (b)", "elim", paired]
+    assert "elim - unif (a)" in text
     fig = plot_runs(labelled([load_run(d) for d in dirs]), tmp_path / "p.png")
     assert legend(fig) == ["unif (a)", "unif (b)", "elim"]
     assert load_run(dirs[2]).label == "elim"  # never "elim (elim)"
