@@ -384,7 +384,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Samples each question the run in RUN_DIR left unsolved after its warm-up "
         "with its demonstrations and without (the same sampling seed per pair), through the "
         "run's provider, limits and cache, and reports the paired effect: the solve rate with "
-        "minus without, its 95%% interval and McNemar's exact p-value (RUN_DIR/ablation.json). "
+        "minus without, its 95% interval and McNemar's exact p-value (RUN_DIR/ablation.json). "
         "Resumable: run it again to go on. Other flags change the run's own on the way (e.g. "
         "--concurrency 4, or --base-url URL when the run's held a credential).",
         example="{ttc} ablate runs/20250101-120000-adpt --rounds 2",
