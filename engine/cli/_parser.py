@@ -376,6 +376,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         from ttc.engine.cli._tools import add_report_arguments
 
         add_report_arguments(rep)
+    exp = sub.add_parser(
+        "export",
+        help="a run as an Inspect AI log or Parquet tables, for the field's tools",
+        example="{ttc} export runs/20250101-120000-adpt --format parquet --out run.parquet",
+    )
+    if wanted("export"):
+        from ttc.engine.cli._export import add_export_arguments
+
+        add_export_arguments(exp)
     return parser
 
 
