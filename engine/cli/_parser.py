@@ -14,6 +14,7 @@ from ttc.engine import PRESETS
 from ttc.engine.cli._batchmode import add_batch_flags
 from ttc.engine.cli._executor import add_executor_flags
 from ttc.engine.cli._metrics import add_metrics
+from ttc.engine.cli._otel import add_otel
 from ttc.engine.cli._provider_flags import add_provider_flags
 from ttc.engine.cli._spec import PROTOCOLS, SUITES
 from ttc.engine.cli._usage import (
@@ -159,6 +160,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         help="a live status line (default: when stderr is a terminal)",
     )
     add_metrics(g)
+    add_otel(g)
     add_batch_flags(p)  # batch mode: its flags in one group
     p.add_argument("--out", type=Path, help="run directory (default: runs/<timestamp>-<method>)")
     p.add_argument(
