@@ -159,6 +159,8 @@ def _sample(
         model_usage={model: _usage(il, usage, _sum_cost(samples))},
         started_at=_iso(min(times)) if times else None,
         completed_at=_iso(max(times)) if times else None,
+        # From its first draw's landing to its last's (the run's rounds between them included).
+        total_time=round(max(times) - min(times), 3) if times else None,
     )
 
 
