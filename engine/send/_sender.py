@@ -28,7 +28,7 @@ from ttc.engine.send._limiter import Limiter
 from ttc.engine.send._retry import RetryPolicy
 from ttc.engine.send._stragglers import first_answer
 from ttc.engine.send._tokens import billed
-from ttc.engine.send._waits import AttemptHook
+from ttc.engine.send._waits import AttemptHook, watch_wait
 
 __all__ = ["Job", "JobAttemptHook", "Outcome", "RetryHook", "Sender"]
 
@@ -167,6 +167,8 @@ class Sender:
         backoff = 0.0  # what the attempt waited after the one before failed
         while True:
             attempt += 1
+            if on_attempt is not None:
+                watch_wait()  # the slot this attempt is granted says why it waited
             try:
                 if self.limiter.hedge:
                     # A straggler gets a second copy once the work has run out (`_stragglers`).

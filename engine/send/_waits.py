@@ -4,9 +4,9 @@ A limiter slot waits, in order, for a place under the concurrency cap, the gate 
 server's retry-after or an exhausted quota), one request unit (the RPM pace, or the server's
 request window once learnt from its headers) and its tokens (the TPM pace: the token debt of the
 requests before it). A limiter asked to time its slots (`Limiter.timing`) measures each step and
-leaves the slot's `Waited` in this task's context, where the sender reads it when it tells its
-`AttemptHook` of the attempt; untimed (the default), a slot measures nothing. A retry's backoff
-is the sender's, and it passes that on itself.
+leaves the slot's `Waited` in the attempt's context (`watch_wait`, set by the sender), where the
+sender reads it when it tells its `AttemptHook` of the attempt; untimed (the default), a slot
+measures nothing. A retry's backoff is the sender's, and it passes that on itself.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ttc.engine.contract._errors import ProviderError
 
-__all__ = ["AttemptHook", "Waited", "last_wait"]
+__all__ = ["AttemptHook", "Waited", "last_wait", "note_wait", "watch_wait"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,18 +46,29 @@ class Waited:
         return name if seconds > 0 else None
 
 
-# The last slot this task was granted by a timing limiter (None: none yet, or not timing).
-_LAST: ContextVar[Waited | None] = ContextVar("ttc_last_wait", default=None)
+# The wait of the attempt under way in this task: a box the sender sets before each attempt it
+# traces (`watch_wait`) and the attempt's first granted slot fills. A box, not a value, because a
+# hedged attempt takes its slot in a task of its own, which sees the same box.
+_BOX: ContextVar[list[Waited | None] | None] = ContextVar("ttc_attempt_wait", default=None)
 
 
-def last_wait() -> Waited | None:
-    """The wait of the last slot this task was granted by a timing limiter."""
-    return _LAST.get()
+def watch_wait() -> None:
+    """Starts an attempt's watch: the next slot this task (or a task it starts) is granted by a
+    timing limiter is its wait."""
+    _BOX.set([None])
 
 
 def note_wait(waited: Waited) -> None:
-    """Leaves a granted slot's wait in this task's context (the limiter's, when timing)."""
-    _LAST.set(waited)
+    """A timing limiter's granted slot: the attempt's wait, unless a slot was granted first."""
+    box = _BOX.get()
+    if box is not None and box[0] is None:
+        box[0] = waited
+
+
+def last_wait() -> Waited | None:
+    """The wait of the attempt this task watches (None: none watched, or not timed)."""
+    box = _BOX.get()
+    return None if box is None else box[0]
 
 
 AttemptHook = Callable[[int, object, ProviderError | None, float], None]
