@@ -20,7 +20,11 @@ loop measured in the same run. No model answers: this measures the machinery, ne
 `--guard X` exits 1 when `ttc batch`'s CPU per request passes X times the bare loop's (CI runs it
 on a small count with a wide margin: a regression guard on CPU time, not a timing test).
 
-    python benchmarks/client_overhead.py [--count 20000] [--concurrency 256] [--guard 2.5]
+`--otel` runs `batch` and `engine` a second time each with their spans on (`--otel`: a span per
+attempt, exported by the SDK's batch processor over OTLP/HTTP to the reference server, which drops
+them), as `batch_otel` and `engine_otel`, with their ratios to the same client with spans off.
+
+    python benchmarks/client_overhead.py [--count 20000] [--concurrency 256] [--guard 2.5] [--otel]
 """
 
 from __future__ import annotations
@@ -69,8 +73,13 @@ def serve(port: int) -> None:
         await request.read()
         return web.Response(body=body, content_type="application/json")
 
+    async def traces(request: web.Request) -> web.Response:
+        await request.read()  # --otel's spans: taken, and dropped
+        return web.Response(body=b"", content_type="application/x-protobuf")
+
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/v1/traces", traces)
 
     def said(*_: object) -> None:
         print("ready", flush=True)
@@ -103,22 +112,40 @@ async def bare(url: str, count: int, concurrency: int) -> None:
         raise SystemExit(f"bare loop: {ok} of {count} requests answered")
 
 
-async def engine(url: str, count: int, concurrency: int, out: Path) -> None:
-    """The engine's warm-up round over `count` questions, then this process's own figures."""
+async def engine(url: str, count: int, concurrency: int, out: Path, otel: bool = False) -> None:
+    """The engine's warm-up round over `count` questions, then this process's own figures;
+    `otel`: with its spans (`SpanObserver`) exported over OTLP/HTTP to the reference server, by
+    the SDK's batch processor, as `ttc run --otel` does."""
     from _sums import Sums
 
     from ttc.adapters import OpenAIProvider
-    from ttc.engine import Engine, RunConfig
+    from ttc.engine import Engine, EngineOptions, RunConfig
 
     suite = Sums(count)
     items = suite.items()
     config = RunConfig(method="unif", rounds=1, concurrency=concurrency, verifier_workers=1)
     provider = OpenAIProvider("m", base_url=url)
+    tracer_provider, options = None, EngineOptions()
+    if otel:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        from ttc.engine.run import SpanObserver
+
+        tracer_provider = TracerProvider()
+        exporter = OTLPSpanExporter(endpoint=url.removesuffix("/v1") + "/v1/traces")
+        tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
+        tracer = tracer_provider.get_tracer("overhead")
+        observer = SpanObserver(tracer, provider="openai", model="m", method="unif")
+        options = EngineOptions(observer=observer)
     try:
-        async with Engine(provider, suite, config, out_dir=out) as run:
+        async with Engine(provider, suite, config, out_dir=out, options=options) as run:
             result = await run.run(items)
     finally:
         await provider.aclose()
+        if tracer_provider is not None:
+            tracer_provider.shutdown()  # the last spans sent: counted in this process's CPU
     sent = sum(s.requests for s in result.rounds)
     if sent != count or result.coverage != 1.0:
         raise SystemExit(f"engine: {sent} of {count} requests, coverage {result.coverage}")
@@ -184,6 +211,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help="also run each of batch and engine with --otel (spans over OTLP/HTTP to the "
+        "reference server), as batch_otel and engine_otel",
+    )
     args = parser.parse_args(argv)
     if args.role == "serve":
         serve(args.port)
@@ -192,12 +225,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(bare(args.url, args.count, args.concurrency))
         return 0
     if args.role == "engine":
-        asyncio.run(engine(args.url, args.count, args.concurrency, Path(args.out)))
+        asyncio.run(engine(args.url, args.count, args.concurrency, Path(args.out), args.otel))
         return 0
     clients = [c for c in args.clients.split(",") if c]
     unknown = set(clients) - {"bare", "batch", "engine"}
     if unknown or "bare" not in clients:
         parser.error(f"--clients: bare and any of batch, engine, got {args.clients!r}")
+    if args.otel:  # each traced client right after its plain one, in the same few seconds
+        clients = [t for c in clients for t in ([c, f"{c}_otel"] if c != "bare" else [c])]
     return _compare(args, clients)
 
 
@@ -214,6 +249,8 @@ def _compare(args: argparse.Namespace, clients: list[str]) -> int:
     # A key as long as a real one: what ttc does with a key (redaction) is part of the cost.
     env = dict(os.environ, OPENAI_API_KEY="sk-overhead-" + "0123456789abcdef" * 3)
     port = _free_port()
+    # --otel's spans go to the reference server, which drops them.
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
         [*me, "--role", "serve", "--port", str(port)], stdout=subprocess.PIPE, text=True
     )
@@ -228,10 +265,11 @@ def _compare(args: argparse.Namespace, clients: list[str]) -> int:
             work = Path(tmp)
             _batch_input(work / "in.jsonl", args.count)
             for client in clients:
+                traced = client.endswith("_otel")
                 if client == "bare":
                     command = [*me, "--role", "bare", *common]
-                elif client == "batch":
-                    out = work / "out.jsonl"
+                elif client.startswith("batch"):
+                    out = work / f"{client}.jsonl"
                     command = [
                         sys.executable,
                         "-m",
@@ -241,11 +279,13 @@ def _compare(args: argparse.Namespace, clients: list[str]) -> int:
                     ]
                     command += ["--out", str(out), "--base-url", url, "--quiet"]
                     command += ["--concurrency", str(args.concurrency)]
+                    command += ["--otel"] if traced else []
                 else:
-                    command = [*me, "--role", "engine", *common, "--out", str(work / "run")]
+                    command = [*me, "--role", "engine", *common, "--out", str(work / client)]
+                    command += ["--otel"] if traced else []
                 rows[client] = _row(_run_role(command, env), args.count)
-            if "batch" in clients:
-                _check_batch_output(work / "out.jsonl", args.count)
+                if client.startswith("batch"):
+                    _check_batch_output(work / f"{client}.jsonl", args.count)
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -286,6 +326,15 @@ def _report(rows: dict[str, dict[str, float]], args: argparse.Namespace) -> dict
         ratios["engine_cpu_per_request_vs_batch"] = round(
             rows["engine"]["cpu_s_per_1000"] / rows["batch"]["cpu_s_per_1000"], 3
         )
+    for client in ("batch", "engine"):  # --otel: each traced client against its plain one
+        if f"{client}_otel" in rows and client in rows:
+            plain, traced = rows[client], rows[f"{client}_otel"]
+            ratios[f"{client}_otel_req_per_s_vs_off"] = round(
+                traced["req_per_s"] / plain["req_per_s"], 3
+            )
+            ratios[f"{client}_otel_cpu_per_request_vs_off"] = round(
+                traced["cpu_s_per_1000"] / plain["cpu_s_per_1000"], 3
+            )
     return {
         "benchmark": "client_overhead",
         "server": "aiohttp, one fixed answer, own process (not ttc serve)",

@@ -59,6 +59,7 @@ _HOMES: dict[str, str] = {
     "RunStarted": "ttc.engine.journal",
     "SampleFailed": "ttc.engine.journal",
     "SampleLanded": "ttc.engine.journal",
+    "Attempted": "ttc.engine.run",
     "Engine": "ttc.engine.run",
     "EngineOptions": "ttc.engine.run",
     "QuestionGaveUp": "ttc.engine.run",
@@ -196,6 +197,7 @@ if TYPE_CHECKING:
         SampleLanded,
     )
     from ttc.engine.run import (
+        Attempted,
         Engine,
         EngineOptions,
         QuestionGaveUp,
@@ -214,6 +216,7 @@ if TYPE_CHECKING:
 __all__ = [
     "METHODS",
     "PRESETS",
+    "Attempted",
     "BadRequest",
     "BatchAPI",
     "BatchCreated",

@@ -30,6 +30,7 @@ from ttc.engine.cli._batchsend import (
     run_batch,
 )
 from ttc.engine.cli._metrics import add_metrics, metrics_served
+from ttc.engine.cli._otel import add_otel, traced
 from ttc.engine.cli._provider_flags import add_hedge, add_max_response_bytes
 from ttc.engine.cli._usage import natural_float, positive_float, positive_int, ttc_command
 from ttc.engine.send._limiter import Limiter
@@ -76,6 +77,7 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress log lines")
     add_metrics(parser)
+    add_otel(parser)
     # Batch mode (issue 11): the input through the server's own Batch API (`_batchapi`).
     g = parser.add_argument_group("batch API")
     g.add_argument(
@@ -174,8 +176,13 @@ async def batch_main(args: argparse.Namespace, provider: RawProvider) -> int:
         if metrics is not None:  # counted as it is sent, the limiter read when scraped
             provider, progress = metrics.batch(provider, args.model)
             metrics.watch("batch", limiter, args.rpm, args.tpm)
-        policy = SendPolicy(limiter, RetryPolicy(max_attempts=args.max_attempts), args.timeout)
-        return await _batch_main(args, provider, policy, progress)
+        async with traced(bool(getattr(args, "otel", False)), "batch") as tracing:
+            if tracing is not None:  # why each attempt waited, on its span
+                limiter.timing = True
+            attempts = None if tracing is None else tracing.batch_attempts("openai")
+            retry = RetryPolicy(max_attempts=args.max_attempts)
+            policy = SendPolicy(limiter, retry, args.timeout, attempts)
+            return await _batch_main(args, provider, policy, progress)
 
 
 async def _batch_main(

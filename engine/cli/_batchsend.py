@@ -47,6 +47,7 @@ from ttc.engine.send._limiter import Limiter
 from ttc.engine.send._retry import RetryPolicy
 from ttc.engine.send._sender import Sender
 from ttc.engine.send._tokens import TokenEstimator, token_count
+from ttc.engine.send._waits import AttemptHook
 
 log = logging.getLogger("ttc")
 
@@ -213,11 +214,13 @@ class _Estimator:
 
 @dataclass(frozen=True, slots=True)
 class SendPolicy:
-    """How each request travels: the limiter, the retry policy and the per-attempt timeout."""
+    """How each request travels: the limiter, the retry policy and the per-attempt timeout;
+    `traced`, if given, makes each job's attempt hook (its model named; --otel)."""
 
     limiter: Limiter
     retry: RetryPolicy
     timeout_s: float
+    traced: Callable[[BatchJob, str | None], AttemptHook] | None = None
 
 
 # The output lines' ids: unique, not secret, so a generator seeded once from the OS (two reads
@@ -273,6 +276,7 @@ class _Batch:
         self.sender = Sender(
             None, policy.limiter, policy.retry, policy.timeout_s, stopped=stop.is_set
         )
+        self.traced = policy.traced  # each job's attempt hook, when traced (--otel)
 
     async def send(self, job: BatchJob) -> None:
         body = job.body if self.model is None else {**job.body, "model": self.model}
@@ -287,8 +291,9 @@ class _Batch:
             return await self.provider.post_json(path, body)
 
         # One name first: unpacking at once makes mypy infer T | None for the result.
+        traced = None if self.traced is None else self.traced(job, body.get("model"))
         outcome = await self.sender.call_with_retry(
-            self.estimator.estimate(job), call, self.estimator.account, hook
+            self.estimator.estimate(job), call, self.estimator.account, hook, traced
         )
         result, error, attempts = outcome
         if error is None:

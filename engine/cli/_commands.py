@@ -26,6 +26,7 @@ from ttc.engine._util._records import read_json
 from ttc.engine.cli._batchmode import batch_price
 from ttc.engine.cli._executor import verifiers_for
 from ttc.engine.cli._metrics import metrics_served
+from ttc.engine.cli._otel import Tracing, traced
 from ttc.engine.cli._progress import Progress
 from ttc.engine.cli._spec import RunSpec
 from ttc.engine.cli._usage import ttc_command
@@ -80,6 +81,8 @@ class Session:
     metrics: Metrics | None = None
     # The verifier pool its runs share (--executor ray); None: each engine builds its own.
     verifiers: Verifiers | None = None
+    # Its spans (--otel), under which each of its runs traces its own.
+    tracing: Tracing | None = None
 
     def stop(self, why: str) -> None:
         """Every engine stops dispatching; requests in flight finish and are recorded."""
@@ -125,6 +128,9 @@ async def run_one(
         metrics = session.metrics
         models = {"policy": wired.provider.model} | {r: p.model for r, p in wired.roles.items()}
         observers = [] if metrics is None else [metrics.run_observer(method, models)]
+        if session.tracing is not None:
+            kind = spec.provider.kind
+            observers.append(session.tracing.observer(kind, wired.provider.model, method))
         engine = make_engine(
             config,
             wired,
@@ -213,7 +219,10 @@ async def cmd_run(spec: RunSpec, session: Session) -> int:
         return await dry_run(spec, spec.method, suite, items)
     out = out_dir(spec)
     with metrics_served(spec.metrics_port, spec.metrics_addr) as session.metrics:
-        async with verifiers_for(spec.executor, suite, spec.verifier_workers) as session.verifiers:
+        async with (
+            traced(spec.otel, "run") as session.tracing,
+            verifiers_for(spec.executor, suite, spec.verifier_workers) as session.verifiers,
+        ):
             result = await run_one(spec, spec.method, out, suite, items, session, spec.resume)
     print_result(result, f"{spec.method} on {suite.name}", session.engines[-1])
     return end_code(result, out)
@@ -277,7 +286,10 @@ async def cmd_compare(spec: RunSpec, session: Session) -> int:
         RunLock.of_dir(out),  # one `ttc compare` (or resume) writes it at a time
         metrics_served(spec.metrics_port, spec.metrics_addr) as session.metrics,
     ):
-        async with verifiers_for(spec.executor, suite, spec.verifier_workers) as session.verifiers:
+        async with (
+            traced(spec.otel, "compare") as session.tracing,
+            verifiers_for(spec.executor, suite, spec.verifier_workers) as session.verifiers,
+        ):
             return await _compare(spec, session, suite, items, out)
 
 

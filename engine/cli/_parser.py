@@ -6,6 +6,7 @@ range (NaN included) as `_usage`'s typed values parse them; every help shows its
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from ttc.engine import PRESETS
 from ttc.engine.cli._batchmode import add_batch_flags
 from ttc.engine.cli._executor import add_executor_flags
 from ttc.engine.cli._metrics import add_metrics
+from ttc.engine.cli._otel import add_otel
 from ttc.engine.cli._provider_flags import add_provider_flags
 from ttc.engine.cli._spec import PROTOCOLS, SUITES
 from ttc.engine.cli._usage import (
@@ -159,6 +161,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         help="a live status line (default: when stderr is a terminal)",
     )
     add_metrics(g)
+    add_otel(g)
     add_batch_flags(p)  # batch mode: its flags in one group
     p.add_argument("--out", type=Path, help="run directory (default: runs/<timestamp>-<method>)")
     p.add_argument(
@@ -355,10 +358,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="judge responses produced elsewhere with a suite's verifier",
         example="{ttc} verify --suite math500 --data test.jsonl --responses responses.jsonl",
     )
-    if wanted("verify"):
-        from ttc.engine.cli._tools import add_verify_arguments
-
-        add_verify_arguments(ver)
+    _add_from(only, "verify", ver)
     res = sub.add_parser(
         "resume",
         help="go on with a stopped run (or compare) in RUN_DIR",
@@ -390,48 +390,67 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         example="{ttc} ablate runs/20250101-120000-adpt --rounds 2",
     )
     if wanted("ablate"):
-        abl.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory")
-        abl.add_argument(
-            "--rounds",
-            type=positive_int,
-            default=1,
-            help="ablation rounds: each gives every question one more pair per K (default: 1)",
-        )
-        abl.add_argument(
-            "--limit",
-            type=positive_int,
-            help="at most this many unsolved questions, the first in the test set (default: all)",
-        )
-        abl.add_argument("--quiet", "-q", action="store_true", help="no per-round log lines")
+        _add_ablate(abl)
     srv = sub.add_parser(
         "serve",
         help="a local OpenAI- and Gemini-compatible API answered by the sim model, with rate "
         "limits and injected faults (for tests and rehearsals)",
     )
-    if wanted("serve"):
-        from ttc.engine.cli._tools import add_serve_arguments
-
-        add_serve_arguments(srv)
+    _add_from(only, "serve", srv)
     bat = sub.add_parser(
         "batch",
         help="send an OpenAI Batch input file to any OpenAI-compatible endpoint, "
         "through the limiter and retries; resumable",
         example="{ttc} batch requests.jsonl --out results.jsonl",
     )
-    if wanted("batch"):
-        from ttc.engine.cli._batch import add_batch_arguments
-
-        add_batch_arguments(bat)
+    _add_from(only, "batch", bat)
     rep = sub.add_parser(
         "report",
         help="per-round tables and a plot of one or several runs",
         example="{ttc} report runs/20250101-120000-adpt",
     )
-    if wanted("report"):
-        from ttc.engine.cli._tools import add_report_arguments
-
-        add_report_arguments(rep)
+    _add_from(only, "report", rep)
+    exp = sub.add_parser(
+        "export",
+        help="a run as an Inspect AI log or Parquet tables, for the field's tools",
+        example="{ttc} export runs/20250101-120000-adpt --format parquet --out run.parquet",
+    )
+    _add_from(only, "export", exp)
     return parser
+
+
+# The commands whose flags live with their code, loaded only for the command parsed (or help).
+_ADDERS = {
+    "verify": ("ttc.engine.cli._tools", "add_verify_arguments"),
+    "serve": ("ttc.engine.cli._tools", "add_serve_arguments"),
+    "batch": ("ttc.engine.cli._batch", "add_batch_arguments"),
+    "report": ("ttc.engine.cli._tools", "add_report_arguments"),
+    "export": ("ttc.engine.cli._export", "add_export_arguments"),
+}
+
+
+def _add_from(only: str | None, command: str, parser: argparse.ArgumentParser) -> None:
+    """Adds `command`'s flags from its module, when that command is wanted."""
+    if only is None or only == command:
+        module, name = _ADDERS[command]
+        getattr(importlib.import_module(module), name)(parser)
+
+
+def _add_ablate(abl: argparse.ArgumentParser) -> None:
+    """`ttc ablate`'s own flags (the run's are given after RUN_DIR, as `ttc resume` takes them)."""
+    abl.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory")
+    abl.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=1,
+        help="ablation rounds: each gives every question one more pair per K (default: 1)",
+    )
+    abl.add_argument(
+        "--limit",
+        type=positive_int,
+        help="at most this many unsolved questions, the first in the test set (default: all)",
+    )
+    abl.add_argument("--quiet", "-q", action="store_true", help="no per-round log lines")
 
 
 def _methods(text: str) -> tuple[str, ...]:

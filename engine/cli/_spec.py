@@ -200,6 +200,8 @@ class RunSpec:
     # --metrics-port (0: any free port; None: no metrics served) and the address it binds.
     metrics_port: int | None = None
     metrics_addr: str = "127.0.0.1"
+    # --otel: the command's spans sent over OTLP/HTTP (`_otel`).
+    otel: bool = False
     # The command line that made the run, without --resume (for `ttc resume`).
     argv: tuple[str, ...] = ()
     # `ttc compare`'s protocol (PROTOCOLS); None for `ttc run`.
@@ -292,6 +294,7 @@ class RunSpec:
             grace_s=args.grace,
             metrics_port=args.metrics_port,
             metrics_addr=args.metrics_addr,
+            otel=bool(getattr(args, "otel", False)),
             argv=tuple(argv),
             protocol=protocol,
             methods=getattr(args, "methods", None),

@@ -47,6 +47,7 @@ from ttc.engine.cli._spec import (
 )
 from ttc.engine.journal import matched_output_tokens
 from ttc.engine.journal._rundir import output_tokens_of
+from ttc.engine.run import Attempted
 from ttc.engine.send._limiter import Limiter
 from ttc.engine.send._prices import Price, parse_price
 from ttc.engine.strategy import Strategy
@@ -375,6 +376,7 @@ class Observers(RunObserver):
 
     def __init__(self, *observers: RunObserver) -> None:
         self.observers = observers
+        self.traces_attempts = any(o.traces_attempts for o in observers)
 
     def run_started(
         self, state: RunState, rounds: int, cost: Callable[[Usage], float | None]
@@ -393,6 +395,11 @@ class Observers(RunObserver):
     def event(self, event: Event) -> None:
         for o in self.observers:
             o.event(event)
+
+    def attempt(self, attempted: Attempted) -> None:
+        for o in self.observers:
+            if o.traces_attempts:
+                o.attempt(attempted)
 
     async def run_ended(self, stopped: StopReason | None) -> None:
         for o in self.observers:

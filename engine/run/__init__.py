@@ -14,8 +14,10 @@ if TYPE_CHECKING:
     from ttc.engine.run._budget import StopKind as StopKind
     from ttc.engine.run._budget import StopReason as StopReason
     from ttc.engine.run._engine import Engine as Engine
+    from ttc.engine.run._observer import Attempted as Attempted
     from ttc.engine.run._observer import RunObserver as RunObserver
     from ttc.engine.run._options import EngineOptions as EngineOptions
+    from ttc.engine.run._otel import SpanObserver as SpanObserver
     from ttc.engine.run._result import RunResult as RunResult
     from ttc.engine.run._roles import Estimates as Estimates
     from ttc.engine.run._roles import RoleCaller as RoleCaller
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 
 # Each public name, and the module it is loaded from on first use (`_lazy`).
 _HOMES: dict[str, str] = {
+    "Attempted": "ttc.engine.run._observer",
     "Engine": "ttc.engine.run._engine",
     "EngineOptions": "ttc.engine.run._options",
     "Estimates": "ttc.engine.run._roles",
@@ -47,6 +50,7 @@ _HOMES: dict[str, str] = {
     "RunObserver": "ttc.engine.run._observer",
     "RunResult": "ttc.engine.run._result",
     "SIM_NOTE": "ttc.engine.run._runinfo",
+    "SpanObserver": "ttc.engine.run._otel",
     "StopKind": "ttc.engine.run._budget",
     "StopReason": "ttc.engine.run._budget",
     "StreamEvent": "ttc.engine.run._stream",
@@ -58,6 +62,7 @@ __all__ = [
     "FAILURE_STREAK",
     "PROVIDER_STOP",
     "SIM_NOTE",
+    "Attempted",
     "Engine",
     "EngineOptions",
     "Estimates",
@@ -68,6 +73,7 @@ __all__ = [
     "RunEnded",
     "RunObserver",
     "RunResult",
+    "SpanObserver",
     "StopKind",
     "StopReason",
     "StreamEvent",

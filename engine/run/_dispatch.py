@@ -11,14 +11,17 @@ needs nothing else of the round, and `run/batch` never imports it.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ttc.engine.contract._config import RunConfig
+from ttc.engine.contract._errors import ProviderError
 from ttc.engine.contract._state import RunState, sample_seed
 from ttc.engine.contract._types import Completion, Provider, Request, Suite
 from ttc.engine.journal._events import Event
 from ttc.engine.run._budget import RunBudget
+from ttc.engine.run._observer import Attempted
 from ttc.engine.run._roles import RoleCaller
 from ttc.engine.run._scheduler import Answered, run_round
 from ttc.engine.run._stream import SolvedWatch
@@ -27,8 +30,9 @@ from ttc.engine.run._worstcase import worst_of
 from ttc.engine.send._cache import ProviderCache
 from ttc.engine.send._limiter import Limiter
 from ttc.engine.send._retry import RetryPolicy
-from ttc.engine.send._sender import Job, Outcome, RetryHook, Sender
+from ttc.engine.send._sender import Job, JobAttemptHook, Outcome, RetryHook, Sender
 from ttc.engine.send._tokens import TokenEstimator
+from ttc.engine.send._waits import last_wait
 from ttc.engine.strategy._judges import Judgement
 
 __all__ = ["Landing", "RoundContext"]
@@ -57,6 +61,8 @@ class RoundContext:
     # Told of an error that fails the run (a bug in a provider, a judge that raised): it stops
     # the dispatch at once; the round raises the error once the requests in flight have landed.
     fail: Callable[[Exception], None] = lambda exc: None
+    # Told of every attempt as it ends, when the run's observer traces attempts (`--otel`).
+    attempted: Callable[[Attempted], None] | None = None
 
     @property
     def stopped(self) -> bool:
@@ -89,7 +95,7 @@ class Landing:
         jitter's draws apart from another sender's in the same round."""
         ctx, cfg = self.ctx, self.ctx.config
         seed = sample_seed(cfg.seed, "", self.round, stream)
-        return Sender(
+        sender = Sender(
             ctx.provider,
             ctx.limiter,
             ctx.retry,
@@ -99,6 +105,38 @@ class Landing:
             cache=None if ctx.cache is None else _Marking(ctx.cache, self.served),
             stopped=lambda: ctx.stopped,
         )
+        if ctx.attempted is not None:
+            sender.on_attempt = self._attempt_hook(ctx.attempted)
+        return sender
+
+    def _attempt_hook(self, told: Callable[[Attempted], None]) -> JobAttemptHook:
+        """Tells `told` of each attempt of a job, by its sample's key."""
+        items = self.state.items
+
+        def attempted(
+            job: Job,
+            n: int,
+            completion: Completion | None,
+            error: ProviderError | None,
+            backoff: float,
+        ) -> None:
+            told(
+                Attempted(
+                    job.round,
+                    items[job.row].id,
+                    job.k,
+                    n,
+                    None if completion is None else completion.usage,
+                    None if error is None else error.kind,
+                    backoff,
+                    last_wait(),
+                    time.time_ns(),
+                    job.request.sampling.temperature,
+                    None if completion is None else completion.latency_s,
+                )
+            )
+
+        return attempted
 
     def from_cache(self, completion: Completion) -> bool:
         """Whether the response cache served `completion` (asked once, when it lands)."""

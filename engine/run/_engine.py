@@ -112,6 +112,8 @@ class Engine:
         self.roles = self.models.providers
         self.pricing = self.models.pricing
         self.observer = opts.observer or RunObserver()
+        if self.observer.traces_attempts:  # why each attempt waited, for the tracer
+            self.limiter.timing = True
         self.invocation = opts.invocation
         self.budget = RunBudget(cfg, self.pricing, self.models.usage)
         # True while rounds run (not during set-up or the final writing of results).
@@ -395,6 +397,7 @@ class Engine:
             self.cache,
             self._watch,
             self._failed,
+            self.observer.attempt if self.observer.traces_attempts else None,
         )
 
     async def _round(

@@ -42,6 +42,7 @@ import asyncio
 import collections
 import contextlib
 import math
+import time
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
@@ -50,6 +51,7 @@ from ttc.engine.contract._types import RateInfo
 from ttc.engine.send._pace import RequestPace, TokenPace, Window
 from ttc.engine.send._retry import MAX_RETRY_AFTER_S
 from ttc.engine.send._stragglers import Stragglers
+from ttc.engine.send._waits import Waited, note_wait
 
 Ticket = int
 T = TypeVar("T")
@@ -176,6 +178,9 @@ class Limiter:
         # request is sent twice unless its attempt failed.
         self.hedge = False
         self.stragglers = Stragglers(self._idle)
+        # Whether each slot measures why it waited (`_waits`; set for a host tracing attempts):
+        # off, a slot takes no clock reading of its own.
+        self.timing = False
 
     def _set_rpm(self, rpm: float | None) -> None:
         self._rpm = rpm
@@ -250,6 +255,24 @@ class Limiter:
         started = None if self._requests is None else await self._requests.take()
         if self._tpm_pace is not None and est_tokens > 0:
             await self._tpm_pace.take(est_tokens)
+        return started
+
+    async def _timed_wait_for_rates(
+        self, est_tokens: int, asked_ns: int, asked: float
+    ) -> float | None:
+        """`_wait_for_rates`, each step timed (`timing`): `asked_ns` and `asked` are when the
+        slot was asked for, on the wall clock and on `perf_counter` (the cap's wait ends now)."""
+        clock = time.perf_counter
+        t0 = clock()
+        await self._pass_gate()
+        t1 = clock()
+        started = None if self._requests is None else await self._requests.take()
+        t2 = clock()
+        if self._tpm_pace is not None and est_tokens > 0:
+            await self._tpm_pace.take(est_tokens)
+        t3 = clock()
+        granted_ns = asked_ns + int((t3 - asked) * 1e9)
+        note_wait(Waited(asked_ns, granted_ns, t0 - asked, t1 - t0, t2 - t1, t3 - t2))
         return started
 
     def reconcile(self, estimated: int, actual: int) -> None:
@@ -358,6 +381,8 @@ class _Slot:
 
     async def __aenter__(self) -> Ticket:
         lim = self._limiter
+        asked_ns = time.time_ns() if lim.timing else 0
+        asked = time.perf_counter() if asked_ns else 0.0
         lim._waiting += 1
         try:
             await lim._cap.acquire()
@@ -366,7 +391,10 @@ class _Slot:
             raise
         try:
             try:
-                started = await lim._wait_for_rates(self._est)
+                if asked_ns:
+                    started = await lim._timed_wait_for_rates(self._est, asked_ns, asked)
+                else:
+                    started = await lim._wait_for_rates(self._est)
             finally:
                 lim._waiting -= 1
         except BaseException:

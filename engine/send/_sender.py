@@ -28,8 +28,9 @@ from ttc.engine.send._limiter import Limiter
 from ttc.engine.send._retry import RetryPolicy
 from ttc.engine.send._stragglers import first_answer
 from ttc.engine.send._tokens import billed
+from ttc.engine.send._waits import AttemptHook, watch_wait
 
-__all__ = ["Job", "Outcome", "RetryHook", "Sender"]
+__all__ = ["Job", "JobAttemptHook", "Outcome", "RetryHook", "Sender"]
 
 T = TypeVar("T")
 
@@ -58,6 +59,12 @@ RetryHook = Callable[[Job, int, ProviderError, float], None]
 """Told of each retry of a job: the job, the attempt that failed, its error, the wait."""
 
 
+JobAttemptHook = Callable[[Job, int, Completion | None, ProviderError | None, float], None]
+"""Told of each attempt of a job as it ends (a host tracing attempts): the job, the attempt's
+number, its completion (None: it failed), its error, and the backoff it waited before it; the
+limiter's wait, when the limiter times its slots, is `last_wait()` (`_waits`)."""
+
+
 def _no_retry_hook(job: Job, attempt: int, error: ProviderError, delay: float) -> None:
     return None
 
@@ -72,7 +79,8 @@ class Sender:
     `provider` may be None for a sender that only makes raw calls (`call_with_retry`). `cache`,
     if given, answers `send_with_retry` before any rate-limit slot is taken, and keeps every
     completion bought. Once `stopped()` is true, a failed attempt is not tried again (a resumed
-    run sends the request anew).
+    run sends the request anew). `on_attempt`, when set, is told of every attempt of a job as it
+    ends (`JobAttemptHook`).
     """
 
     def __init__(
@@ -88,6 +96,7 @@ class Sender:
         stopped: Callable[[], bool] = _never,
     ) -> None:
         self.provider = provider
+        self.on_attempt: JobAttemptHook | None = None
         self.stopped = stopped
         self.cache = cache
         self.limiter = limiter
@@ -122,11 +131,24 @@ class Sender:
             self.on_retry(job, attempt_no, error, delay)
 
         # One name first: unpacking at once makes mypy infer the call's T as Completion | None.
-        result = await self.call_with_retry(job.est_tokens, attempt, _completion_account, hook)
+        result = await self.call_with_retry(
+            job.est_tokens, attempt, _completion_account, hook, self._attempted(job)
+        )
         completion, error, attempts = result
         if completion is not None and cache is not None:
             cache.store(request, completion)
         return Outcome(completion, error, attempts)
+
+    def _attempted(self, job: Job) -> AttemptHook | None:
+        """`on_attempt` for the attempts of `job`, or None when no one traces them."""
+        traced = self.on_attempt
+        if traced is None:
+            return None
+
+        def attempted(n: int, got: object, error: ProviderError | None, backoff: float) -> None:
+            traced(job, n, got if isinstance(got, Completion) else None, error, backoff)
+
+        return attempted
 
     async def call_with_retry(
         self,
@@ -134,14 +156,19 @@ class Sender:
         call: Callable[[], Awaitable[T]],
         account: Callable[[T], tuple[int, RateInfo | None]],
         on_retry: Callable[[int, ProviderError, float], None],
+        on_attempt: AttemptHook | None = None,
     ) -> tuple[T | None, ProviderError | None, int]:
         """Any provider call with the engine's limits and retries: (result, last error, attempts).
 
-        `account` tells the tokens a result used and the rate-limit headers it came with.
+        `account` tells the tokens a result used and the rate-limit headers it came with;
+        `on_attempt`, if given, is told of every attempt as it ends (a tracing host's).
         """
         attempt = 0
+        backoff = 0.0  # what the attempt waited after the one before failed
         while True:
             attempt += 1
+            if on_attempt is not None:
+                watch_wait()  # the slot this attempt is granted says why it waited
             try:
                 if self.limiter.hedge:
                     # A straggler gets a second copy once the work has run out (`_stragglers`).
@@ -151,14 +178,19 @@ class Sender:
                     )
                 else:  # one copy: no task of its own, nothing watched
                     result = await self.call_limited(est_tokens, call, account)
-                return result, None, attempt
             except ProviderError as exc:
                 error = exc
+            else:
+                if on_attempt is not None:
+                    on_attempt(attempt, result, None, backoff)
+                return result, None, attempt
+            if on_attempt is not None:
+                on_attempt(attempt, None, error, backoff)
             if not self.policy.should_retry(attempt, error) or self.stopped():
                 return None, error, attempt
             # The retry waits at least the provider's retry-after (the policy's floor); other
             # requests go on, paced by the limiter whose cap the refusal has cut.
-            delay = self.policy.delay(attempt, error, self._rng)
+            delay = backoff = self.policy.delay(attempt, error, self._rng)
             on_retry(attempt, error, delay)
             await asyncio.sleep(delay)
             if self.stopped():  # the run stopped while this request waited

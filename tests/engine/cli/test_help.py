@@ -41,8 +41,8 @@ def _helps() -> Iterator[tuple[str, argparse.Action, str]]:
 
 def test_every_command_has_help_that_shows_its_defaults() -> None:
     commands = {command for command, _ in _parsers()}
-    assert commands == {f"ttc {c}" for c in ("run", "compare", "verify", "resume",
-                        "ablate", "serve", "batch", "report")} | {"ttc"}  # fmt: skip
+    names = ("run", "compare", "verify", "resume", "ablate", "serve", "batch", "report", "export")
+    assert commands == {f"ttc {c}" for c in names} | {"ttc"}
     checked = 0
     for command, action, text in _helps():
         where = f"{command} {action.option_strings[0]}: {text!r}"
@@ -87,7 +87,7 @@ def test_top_level_help_says_what_ttc_is_its_commands_and_an_example(
     out = capsys.readouterr().out
     assert out.startswith("usage: ttc [-h] [--version] COMMAND ...")
     assert f"ttc {ttc.__version__}: adaptive test-time compute" in out
-    for command in ("run", "compare", "verify", "resume", "serve", "batch", "report"):
+    for command in ("run", "compare", "verify", "resume", "serve", "batch", "report", "export"):
         assert f"\n    {command} " in out, command
     assert f"\n  {ttc_command()} run --limit 20\n" in out
     assert "composition root" not in out  # not the module's docstring
