@@ -31,6 +31,7 @@ from ttc.engine.cli._batchsend import (
 )
 from ttc.engine.cli._metrics import add_metrics, metrics_served
 from ttc.engine.cli._provider_flags import add_hedge, add_max_response_bytes
+from ttc.engine.cli._sharedflags import add_shared_limits, shared_quota
 from ttc.engine.cli._usage import natural_float, positive_float, positive_int, ttc_command
 from ttc.engine.send._limiter import Limiter
 from ttc.engine.send._retry import RetryPolicy
@@ -63,6 +64,7 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-attempts", type=positive_int, default=6, help="per request")
     add_hedge(parser, end="the input", batch="--via-batch-api")
     add_max_response_bytes(parser)
+    add_shared_limits(parser)
     parser.add_argument(
         "--grace",
         type=natural_float,
@@ -167,15 +169,20 @@ class _CtrlC:
 
 async def batch_main(args: argparse.Namespace, provider: RawProvider) -> int:
     """`cmd_batch` with the provider given: signals, the run, and what is printed."""
-    with metrics_served(args.metrics_port, args.metrics_addr) as metrics:
-        limiter = Limiter(args.rpm, args.tpm, args.concurrency)
-        limiter.hedge = args.hedge
-        progress: BatchProgress | None = None
-        if metrics is not None:  # counted as it is sent, the limiter read when scraped
-            provider, progress = metrics.batch(provider, args.model)
-            metrics.watch("batch", limiter, args.rpm, args.tpm)
-        policy = SendPolicy(limiter, RetryPolicy(max_attempts=args.max_attempts), args.timeout)
-        return await _batch_main(args, provider, policy, progress)
+    shared = shared_quota(args.shared_limits, args.quota_name, "openai", args.base_url, args.model)
+    async with shared as quota:
+        with metrics_served(args.metrics_port, args.metrics_addr) as metrics:
+            limiter = Limiter(args.rpm, args.tpm, args.concurrency)
+            limiter.hedge = args.hedge
+            if quota is not None:
+                limiter.share(quota)
+            progress: BatchProgress | None = None
+            if metrics is not None:  # counted as it is sent, the limiter read when scraped
+                provider, progress = metrics.batch(provider, args.model)
+                metrics.watch("batch", limiter, args.rpm, args.tpm)
+            retry = RetryPolicy(max_attempts=args.max_attempts)
+            policy = SendPolicy(limiter, retry, args.timeout)
+            return await _batch_main(args, provider, policy, progress)
 
 
 async def _batch_main(

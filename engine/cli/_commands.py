@@ -14,6 +14,7 @@ import logging
 import os
 import stat
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from ttc.engine.cli._batchmode import batch_price
 from ttc.engine.cli._executor import verifiers_for
 from ttc.engine.cli._metrics import metrics_served
 from ttc.engine.cli._progress import Progress
+from ttc.engine.cli._sharedflags import shared_quota
 from ttc.engine.cli._spec import RunSpec
 from ttc.engine.cli._usage import ttc_command
 from ttc.engine.cli._wiring import (
@@ -51,6 +53,7 @@ from ttc.engine.run._result import RunResult
 from ttc.engine.run._runinfo import SIM_NOTE, require_journal, run_begun
 from ttc.engine.run._worstcase import plan_cost
 from ttc.engine.send._prices import flex_price_for, parse_price, price_for
+from ttc.engine.send._shared import SharedQuota
 from ttc.engine.strategy._strategy import preset
 
 if TYPE_CHECKING:
@@ -79,6 +82,8 @@ class Session:
     metrics: Metrics | None = None
     # The verifier pool its runs share (--executor ray); None: each engine builds its own.
     verifiers: Verifiers | None = None
+    # The rate limits its runs take from Redis (--shared-limits); None: each its own.
+    shared: SharedQuota | None = None
 
     def stop(self, why: str) -> None:
         """Every engine stops dispatching; requests in flight finish and are recorded."""
@@ -90,6 +95,12 @@ class Session:
     def running(self) -> bool:
         """Whether an engine is still running its rounds (not writing its results)."""
         return any(engine.running for engine in self.engines)
+
+
+def shared_quota_of(spec: RunSpec) -> AbstractAsyncContextManager[SharedQuota | None]:
+    """The quota --shared-limits names for the policy model (None without it)."""
+    p = spec.provider
+    return shared_quota(spec.shared_limits, spec.quota_name, p.kind, p.base_url, p.model)
 
 
 def out_dir(spec: RunSpec) -> Path:
@@ -129,6 +140,8 @@ async def run_one(
         )
         if metrics is not None:
             metrics.watch(method, engine.limiter, config.rpm, config.tpm, engine.cache)
+        if session.shared is not None:
+            engine.limiter.share(session.shared)
         session.engines.append(engine)
         async with engine:
             result = await engine.run(items)
@@ -205,7 +218,10 @@ async def cmd_run(spec: RunSpec, session: Session) -> int:
         return await dry_run(spec, spec.method, suite, items)
     out = out_dir(spec)
     with metrics_served(spec.metrics_port, spec.metrics_addr) as session.metrics:
-        async with verifiers_for(spec.executor, suite, spec.verifier_workers) as session.verifiers:
+        async with (
+            shared_quota_of(spec) as session.shared,
+            verifiers_for(spec.executor, suite, spec.verifier_workers) as session.verifiers,
+        ):
             result = await run_one(spec, spec.method, out, suite, items, session, spec.resume)
     print_result(result, f"{spec.method} on {suite.name}", session.engines[-1])
     return end_code(result, out)
@@ -269,7 +285,10 @@ async def cmd_compare(spec: RunSpec, session: Session) -> int:
         RunLock.of_dir(out),  # one `ttc compare` (or resume) writes it at a time
         metrics_served(spec.metrics_port, spec.metrics_addr) as session.metrics,
     ):
-        async with verifiers_for(spec.executor, suite, spec.verifier_workers) as session.verifiers:
+        async with (
+            shared_quota_of(spec) as session.shared,
+            verifiers_for(spec.executor, suite, spec.verifier_workers) as session.verifiers,
+        ):
             return await _compare(spec, session, suite, items, out)
 
 

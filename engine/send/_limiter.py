@@ -34,6 +34,11 @@ the TPM bucket bursts `headroom` of a minute's tokens: any window then holds at 
   `fed()` has all been taken and none waits for a slot (the end of a run or of a round), an
   attempt far slower than the others gets a second copy, so that a hang does not hold the end
   until its timeout. The copy is billed and spends quota like any request.
+- Shared (`share`, `--shared-limits`): the RPM schedule, the TPM bucket, the announced limits and
+  the gate are kept in Redis for every process on one quota (`_shared`) instead of here; the
+  concurrency cap stays each process's own.
+- Steered (`ttc ctl`): `pause` stops new slots (in-flight requests finish), `unpause` lets them
+  go on, `retune` changes the RPM, TPM and concurrency in force while the run goes on.
 """
 
 from __future__ import annotations
@@ -43,13 +48,16 @@ import collections
 import contextlib
 import math
 from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ttc.engine.contract._errors import ConfigError
 from ttc.engine.contract._types import RateInfo
 from ttc.engine.send._pace import RequestPace, TokenPace, Window
 from ttc.engine.send._retry import MAX_RETRY_AFTER_S
 from ttc.engine.send._stragglers import Stragglers
+
+if TYPE_CHECKING:
+    from ttc.engine.send._shared import SharedQuota
 
 Ticket = int
 T = TypeVar("T")
@@ -176,6 +184,52 @@ class Limiter:
         # request is sent twice unless its attempt failed.
         self.hedge = False
         self.stragglers = Stragglers(self._idle)
+        self._shared: SharedQuota | None = None
+        self._paused = False  # `ttc ctl pause`: no new slot passes the gate
+
+    def share(self, quota: SharedQuota) -> None:
+        """Takes rates from `quota` (kept in Redis for every process on it) from now on."""
+        self._shared = quota
+        # A window learnt from the headers would be this process's view of a shared one.
+        self._learn_window = False
+        self._set_rpm(self._rpm)
+
+    @property
+    def shared(self) -> SharedQuota | None:
+        """The shared quota the rates come from, if any (`--shared-limits`)."""
+        return self._shared
+
+    @property
+    def paused(self) -> bool:
+        """Whether new slots are held (`pause`)."""
+        return self._paused
+
+    def pause(self) -> None:
+        """No new request starts until `unpause`; those in flight finish."""
+        self._paused = True
+
+    def unpause(self) -> None:
+        """Requests start again (unless the server's own gate is closed)."""
+        self._paused = False
+        if self._gate_timer is None:
+            self._wake_gate()
+
+    def retune(
+        self, rpm: float | None = None, tpm: float | None = None, concurrency: int | None = None
+    ) -> None:
+        """Sets the RPM, TPM or concurrency ceiling in force (None: that one as it is). The new
+        rates start from now: a schedule run ahead is not carried over."""
+        if rpm is not None:
+            self._set_rpm(_positive_or_none("rpm", rpm))
+        if tpm is not None:
+            self._set_tpm(_positive_or_none("tpm", tpm))
+        if concurrency is not None:
+            if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+                raise ConfigError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+            self._max_concurrency = concurrency
+            self._cap.ceiling = concurrency
+            self._cap.cap = float(concurrency)
+            self._cap._wake()
 
     def _set_rpm(self, rpm: float | None) -> None:
         self._rpm = rpm
@@ -247,6 +301,10 @@ class Limiter:
 
     async def _wait_for_rates(self, est_tokens: int) -> float | None:
         await self._pass_gate()
+        shared = self._shared
+        if shared is not None:
+            await shared.take(self._rpm, self._tpm, est_tokens, self._period, self._headroom)
+            return asyncio.get_running_loop().time()
         started = None if self._requests is None else await self._requests.take()
         if self._tpm_pace is not None and est_tokens > 0:
             await self._tpm_pace.take(est_tokens)
@@ -256,6 +314,13 @@ class Limiter:
         """Corrects the TPM charge of a finished request from its estimate to its real usage
         (0 for a request the server refused). A usage beyond one period's tokens is charged as
         one period's: a provider reporting nonsense must not stall the run for years."""
+        shared = self._shared
+        if shared is not None:
+            if self._tpm is not None:
+                actual = min(max(0, actual), math.ceil(self._tpm))
+            if actual != estimated:
+                shared.charge(actual - estimated, self._tpm, self._period, self._headroom)
+            return
         pace = self._tpm_pace
         if pace is None or self._tpm is None:
             return
@@ -299,6 +364,8 @@ class Limiter:
             self._set_rpm(float(rate.limit_requests))
         if rate.limit_tokens and (self._tpm is None or rate.limit_tokens < self._tpm):
             self._set_tpm(float(rate.limit_tokens))
+        if self._shared is not None and (rate.limit_requests or rate.limit_tokens):
+            self._shared.learn(rate.limit_requests, rate.limit_tokens, 0.0, self._period)
         pace, left, reset = self._requests, rate.remaining_requests, rate.reset_requests_s
         if pace is not None and rate.limit_requests and left is not None and reset is not None:
             pace.heed(asyncio.get_running_loop().time(), rate.limit_requests, left, reset)
@@ -315,6 +382,8 @@ class Limiter:
         if not seconds > 0:
             return
         seconds = min(seconds, MAX_RETRY_AFTER_S)
+        if self._shared is not None:  # every process on the quota waits it out
+            self._shared.learn(None, None, seconds, self._period)
         loop = asyncio.get_running_loop()
         until = loop.time() + seconds
         if until <= self._gate_until:
@@ -326,6 +395,10 @@ class Limiter:
 
     def _open_gate(self) -> None:
         self._gate_timer = None
+        if not self._paused:
+            self._wake_gate()
+
+    def _wake_gate(self) -> None:
         waiters = list(self._gate_waiters)
         self._gate_waiters.clear()
         for fut in waiters:
@@ -333,9 +406,10 @@ class Limiter:
                 fut.set_result(None)
 
     async def _pass_gate(self) -> None:
-        # Each turn waits on a future that only the gate timer resolves. The loop re-checks
-        # because a defer() may arrive between the wake-up and this task running again.
-        while self._gate_timer is not None:
+        # Each turn waits on a future that only the gate timer (or `unpause`) resolves. The
+        # loop re-checks because a defer() (or a pause) may arrive between the wake-up and this
+        # task running again.
+        while self._gate_timer is not None or self._paused:
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._gate_waiters[fut] = None
             try:
