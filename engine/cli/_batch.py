@@ -15,6 +15,7 @@ import contextlib
 import shlex
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from ttc.engine.cli._batchsend import (
     SendPolicy,
     run_batch,
 )
+from ttc.engine.cli._control import BatchSteering, Controller, control_served, socket_path
 from ttc.engine.cli._metrics import add_metrics, metrics_served
 from ttc.engine.cli._provider_flags import add_hedge, add_max_response_bytes
 from ttc.engine.cli._sharedflags import add_shared_limits, shared_quota
@@ -181,8 +183,19 @@ async def batch_main(args: argparse.Namespace, provider: RawProvider) -> int:
                 provider, progress = metrics.batch(provider, args.model)
                 metrics.watch("batch", limiter, args.rpm, args.tpm)
             retry = RetryPolicy(max_attempts=args.max_attempts)
-            policy = SendPolicy(limiter, retry, args.timeout)
-            return await _batch_main(args, provider, policy, progress)
+            steering = BatchSteering(limiter)
+            policy = SendPolicy(limiter, retry, args.timeout, steering)
+            progress = progress or BatchProgress()
+            controller = Controller(limiter, steering.apply, _counts(progress))
+            async with control_served(socket_path(args.out), controller):  # `ttc ctl OUT`
+                return await _batch_main(args, provider, policy, progress)
+
+
+def _counts(progress: BatchProgress) -> Callable[[], dict[str, Any]]:
+    def counts() -> dict[str, Any]:
+        return {"done": progress.done, "total": progress.total, "per_minute": progress.per_minute()}
+
+    return counts
 
 
 async def _batch_main(

@@ -25,6 +25,8 @@ from ttc.engine import StopKind, StopReason, Verifiers
 from ttc.engine._util import redact_argv, withheld
 from ttc.engine._util._records import read_json
 from ttc.engine.cli._batchmode import batch_price
+from ttc.engine.cli._control import SOCKET
+from ttc.engine.cli._controlrun import ControlledRun
 from ttc.engine.cli._executor import verifiers_for
 from ttc.engine.cli._metrics import metrics_served
 from ttc.engine.cli._progress import Progress
@@ -49,6 +51,7 @@ from ttc.engine.journal._rundir import RunDir, round_row, write_atomic
 from ttc.engine.report._plots import plot_coverage
 from ttc.engine.report._tables import compare_table, round_table
 from ttc.engine.run._engine import Engine
+from ttc.engine.run._observer import RunObserver
 from ttc.engine.run._result import RunResult
 from ttc.engine.run._runinfo import SIM_NOTE, require_journal, run_begun
 from ttc.engine.run._worstcase import plan_cost
@@ -127,7 +130,11 @@ async def run_one(
         invocation |= spec.executor.describe()
         metrics = session.metrics
         models = {"policy": wired.provider.model} | {r: p.model for r, p in wired.roles.items()}
-        observers = [] if metrics is None else [metrics.run_observer(method, models)]
+        observers: list[RunObserver] = []
+        if metrics is not None:
+            observers.append(metrics.run_observer(method, models))
+        control = ControlledRun(out / SOCKET, progress.counts)  # `ttc ctl`
+        observers.append(control)
         engine = make_engine(
             config,
             wired,
@@ -142,6 +149,7 @@ async def run_one(
             metrics.watch(method, engine.limiter, config.rpm, config.tpm, engine.cache)
         if session.shared is not None:
             engine.limiter.share(session.shared)
+        control.engine = engine
         session.engines.append(engine)
         async with engine:
             result = await engine.run(items)

@@ -90,6 +90,8 @@ async def _dispatch(args: argparse.Namespace, spec: RunSpec | None) -> int:
     tool: Callable[[argparse.Namespace], Awaitable[int]]
     if args.command == "batch":
         from ttc.engine.cli._batch import cmd_batch as tool
+    elif args.command == "ctl":
+        from ttc.engine.cli._control import cmd_ctl as tool
     else:
         from ttc.engine.cli import _tools
 

@@ -367,6 +367,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         from ttc.engine.cli._batch import add_batch_arguments
 
         add_batch_arguments(bat)
+    ctl = sub.add_parser(
+        "ctl",
+        help="steer a running ttc run or ttc batch: status, pause, resume, or set --rpm, --tpm "
+        "and --concurrency (journaled; a resume keeps them)",
+        example="{ttc} ctl runs/20250101-120000-adpt set --rpm 600",
+    )
+    if wanted("ctl"):
+        from ttc.engine.cli._control import add_ctl_arguments
+
+        add_ctl_arguments(ctl)
     rep = sub.add_parser(
         "report",
         help="per-round tables and a plot of one or several runs",

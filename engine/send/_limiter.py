@@ -304,10 +304,13 @@ class Limiter:
         shared = self._shared
         if shared is not None:
             await shared.take(self._rpm, self._tpm, est_tokens, self._period, self._headroom)
-            return asyncio.get_running_loop().time()
-        started = None if self._requests is None else await self._requests.take()
-        if self._tpm_pace is not None and est_tokens > 0:
-            await self._tpm_pace.take(est_tokens)
+            started: float | None = asyncio.get_running_loop().time()
+        else:
+            started = None if self._requests is None else await self._requests.take()
+            if self._tpm_pace is not None and est_tokens > 0:
+                await self._tpm_pace.take(est_tokens)
+        if self._paused:  # paused while it waited for its rate: held all the same
+            await self._pass_gate()
         return started
 
     def reconcile(self, estimated: int, actual: int) -> None:

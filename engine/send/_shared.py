@@ -38,6 +38,7 @@ __all__ = ["SharedQuota", "quota_key"]
 
 PREFIX = "ttc:quota:"
 CONNECTIONS = 8  # to Redis, per process
+LATE_S = 0.1  # how late after its slot a request may still go (at least two intervals)
 
 # KEYS[1]: the quota's hash. ARGV: rpm, tpm (0: none), period (s), headroom, tokens, now is
 # Redis's. Returns the delay until the slot (s, as a string: Lua numbers become integers).
@@ -144,6 +145,7 @@ class SharedQuota:
         self._scripts: dict[str, Any] = {}
         # Corrections and announcements go out without holding up the response that made them.
         self._pending: set[asyncio.Task[None]] = set()
+        self.missed = 0  # slots woken too late to keep, and taken again
 
     async def connect(self) -> SharedQuota:
         """Connects and checks that Redis answers: a ConfigError in one line if not."""
@@ -198,9 +200,22 @@ class SharedQuota:
     ) -> None:
         """Reserves the next slot of the shared schedule (and `tokens` of the TPM bucket), paced
         at `(1 - headroom)` of the strictest limits known, and waits for it."""
-        delay = await self.reserve(rpm, tpm, tokens, period, headroom)
-        if delay > 0:
+        loop = asyncio.get_running_loop()
+        # A slot is only good when it is kept: a request sent well after its slot (a loaded
+        # loop woke it late) lands among the slots after it, and a server's window then holds
+        # one more than the schedule put in it. It takes a new slot instead; the one it missed
+        # stays empty, which no window minds.
+        tolerance = LATE_S if not rpm else max(LATE_S, 2 * period / (rpm * (1 - headroom)))
+        while True:
+            delay = await self.reserve(rpm, tpm, tokens, period, headroom)
+            if delay <= 0:
+                return
+            due = loop.time() + delay
             await asyncio.sleep(delay)
+            if loop.time() - due <= tolerance or not rpm:
+                return
+            self.missed += 1
+            tokens = 0  # its tokens were debited with the missed slot
 
     async def reserve(
         self, rpm: float | None, tpm: float | None, tokens: int, period: float, headroom: float

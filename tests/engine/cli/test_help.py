@@ -42,7 +42,7 @@ def _helps() -> Iterator[tuple[str, argparse.Action, str]]:
 def test_every_command_has_help_that_shows_its_defaults() -> None:
     commands = {command for command, _ in _parsers()}
     assert commands == {f"ttc {c}" for c in ("run", "compare", "verify", "resume", "serve",
-                        "batch", "report")} | {"ttc"}  # fmt: skip
+                        "batch", "ctl", "report")} | {"ttc"}  # fmt: skip
     checked = 0
     for command, action, text in _helps():
         where = f"{command} {action.option_strings[0]}: {text!r}"
