@@ -15,6 +15,9 @@ adds the issue's faults: 2% 500s, 2% 503s, 1% connection resets, 1% truncated 20
 - `--client engine` runs `unif` over Reasoning Gym in this process through `OpenAIProvider`, in
   one round (`--rounds` more), configured with the same `--rpm` (`--learn`: no limit at all, it
   starts from the server's `x-ratelimit-limit-requests`);
+  `--clients N` runs N of them at once, each with its share of the requests and `--rpm R
+  --shared-limits` on a redis-server of the benchmark's own: one quota held by N processes
+  (`sending_fraction_of_limit`: the rate the server saw from the first request to the last);
 - `--client loop` is a bare client in this process (128 workers posting through
   `OpenAIProvider.post_json`, a retry after any fault, a 429's retry-after, no hedging) whose rate
   is held by `--limiter`: `own` (ttc's `Limiter`, learning the window from the headers),
@@ -40,6 +43,7 @@ offline simulator: this measures the machinery, never the method.
     python benchmarks/quota_saturation.py --client engine --rpm 600 [--faults off] [--learn]
     python benchmarks/quota_saturation.py --rpm 3000 --minutes 5 --kinds bucket-newest,fixed
     python benchmarks/quota_saturation.py --client loop --limiter aiolimiter --rpm 3000
+    python benchmarks/quota_saturation.py --clients 4 --rpm 1200 --kinds sliding-newest --faults off
 """
 
 from __future__ import annotations

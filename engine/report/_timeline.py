@@ -200,12 +200,12 @@ def plot_timeline(tl: Timeline, title: str, path: Path) -> None:
         for start in tl.rounds.values():
             ax.axvline(start, color="#8c564b", lw=0.8, ls="-.", alpha=0.7)
         ax.grid(alpha=0.3)
-    for i, (at, what) in enumerate(tl.steered):
+    for at, what in tl.steered:
         for ax in axes:
             ax.axvline(at, color="#e377c2", lw=1.2, ls="--")
-        axes[0].annotate(
+        axes[0].annotate(  # above the legend, which sits in the lower right
             f"ttc ctl {what}",
-            (at, 0.05 + 0.1 * (i % 3)),
+            (at, 0.38),
             xycoords=("data", "axes fraction"),
             xytext=(3, 0),
             textcoords="offset points",
@@ -213,6 +213,7 @@ def plot_timeline(tl: Timeline, title: str, path: Path) -> None:
             color="#e377c2",
             rotation=90,
             va="bottom",
+            bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
         )
     for i, (number, start) in enumerate(sorted(tl.rounds.items())):
         axes[0].annotate(  # staggered: short rounds start close together

@@ -219,10 +219,22 @@ class Limiter:
     ) -> None:
         """Sets the RPM, TPM or concurrency ceiling in force (None: that one as it is). The new
         rates start from now: a schedule run ahead is not carried over."""
+        # The paces change in place: requests already waiting on them go by the new rates.
         if rpm is not None:
-            self._set_rpm(_positive_or_none("rpm", rpm))
+            _positive_or_none("rpm", rpm)
+            if self._requests is None:
+                self._set_rpm(rpm)
+            else:
+                self._rpm = rpm
+                self._requests.retime(self._period / (rpm * (1 - self._headroom)))
         if tpm is not None:
-            self._set_tpm(_positive_or_none("tpm", tpm))
+            _positive_or_none("tpm", tpm)
+            if self._tpm_pace is None:
+                self._set_tpm(tpm)
+            else:
+                self._tpm = tpm
+                rate = tpm * (1 - self._headroom) / self._period
+                self._tpm_pace.retime(rate, max(1.0, tpm * self._headroom))
         if concurrency is not None:
             if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
                 raise ConfigError(f"concurrency must be an integer >= 1, got {concurrency!r}")

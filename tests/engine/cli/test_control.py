@@ -167,3 +167,17 @@ async def test_a_change_is_journaled_drawn_and_replayed_on_resume(tmp_path: Path
     async with again:
         await again.run()
     assert (again.limiter.rpm, again.limiter.max_concurrency) == (6000, 3)
+
+
+async def test_requests_already_waiting_go_by_the_new_rates() -> None:
+    # 0.6 RPM: the second request would wait 100 s; set anew, it goes at once.
+    limiter = Limiter(rpm=0.6, tpm=6.0, max_concurrency=4)
+    async with limiter.slot(est_tokens=1):
+        pass
+    waiting = asyncio.create_task(limiter.slot(est_tokens=1).__aenter__())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not waiting.done()
+    limiter.retune(rpm=60000, tpm=6_000_000)
+    await asyncio.wait_for(waiting, 30)
+    assert (limiter.rpm, limiter.tpm) == (60000, 6_000_000)
