@@ -58,3 +58,27 @@ def test_clients_sharing_one_quota_hold_it_together(clients: int, tmp_path: Path
     rate = (stats["requests"] - 1) / span * 60
     assert rate <= RPM
     assert rate >= 0.6 * RPM
+
+
+def test_a_run_takes_its_slots_from_the_shared_quota(tmp_path: Path) -> None:
+    import redis
+
+    from ttc.engine.cli import main
+    from ttc.engine.send._shared import quota_key
+
+    with RedisProcess() as server:
+        code = main(
+            ["run", "--method", "unif", "--rounds", "1", "--per-task", "2", "--no-cache",
+             "--workers", "0", "--rpm", "6000", "--shared-limits", server.url,
+             "--out", str(tmp_path / "run")]
+        )  # fmt: skip
+        client = redis.Redis.from_url(server.url)
+        try:
+            key = quota_key("sim", None, None, None)
+            held = client.hgetall(key)
+            ttl = client.pttl(key)
+        finally:
+            client.close()
+    assert code == 0
+    assert b"next" in held  # the run's 8 requests moved the shared schedule
+    assert 0 < ttl <= 61_000  # and it expires a period after its last slot
