@@ -132,8 +132,10 @@ def _number(value: Any, kind: type[float] | type[int]) -> Any:
 
 
 def _others_may_write(directory: Path) -> bool:
+    """Whether another user could put a file of theirs where the socket goes: a directory of
+    someone else's (root's aside, as /tmp), or one they may write in without the sticky bit."""
     st = directory.stat()
-    if st.st_uid != os.getuid():
+    if st.st_uid not in (os.getuid(), 0):
         return True
     return bool(st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)) and not st.st_mode & stat.S_ISVTX
 
@@ -160,7 +162,11 @@ def _bound(path: Path) -> socket.socket | None:
         if _answers(path):
             log.warning("ttc ctl: not served: another process serves %s", path)
             return None
-        path.unlink()  # left by a process that was killed
+        try:
+            path.unlink()  # left by a process that was killed
+        except OSError as exc:  # another user's, in a sticky directory
+            log.warning("ttc ctl: not served: %s", exc)
+            return None
     with reachable(path) as where:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

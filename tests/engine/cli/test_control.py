@@ -181,3 +181,19 @@ async def test_requests_already_waiting_go_by_the_new_rates() -> None:
     limiter.retune(rpm=60000, tpm=6_000_000)
     await asyncio.wait_for(waiting, 30)
     assert (limiter.rpm, limiter.tpm) == (60000, 6_000_000)
+
+
+async def test_a_socket_left_by_a_killed_process_is_replaced_and_a_live_one_kept(
+    tmp_path: Path,
+) -> None:
+    import socket
+
+    path = socket_path(tmp_path)
+    with socket.socket(socket.AF_UNIX) as dead:  # bound, never listening: its process is gone
+        dead.bind(str(path))
+    async with control_served(path, _controller(Limiter(rpm=60), [])) as served:
+        assert served == path
+        assert (await _ask(path, action="status"))["ok"]
+        async with control_served(path, _controller(Limiter(rpm=1), [])) as second:
+            assert second is None  # another process serves it: left alone
+        assert (await _ask(path, action="status"))["status"]["rpm"] == 60
