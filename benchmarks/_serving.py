@@ -1,10 +1,15 @@
-"""Shared by the HTTP benchmarks: `ttc serve` in its own process, and its /stats."""
+"""Shared by the HTTP benchmarks: `ttc serve` in its own process, and its /stats; a
+`redis-server` of their own for shared limits."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 import urllib.request
 from types import TracebackType
 from typing import Any
@@ -68,3 +73,62 @@ class ServeProcess:
         request = urllib.request.Request(self.url + "/stats/reset", data=b"", method="POST")
         with urllib.request.urlopen(request, timeout=10):
             pass
+
+
+class RedisProcess:
+    """A `redis-server` of its own: a free port, a private directory, nothing saved; `url` once it
+    answers. For `--shared-limits` (the tests and `quota_saturation.py --clients N`)."""
+
+    def __init__(self, binary: str = "redis-server") -> None:
+        self.binary = binary
+        self.url = ""
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
+
+    def __enter__(self) -> RedisProcess:
+        path = shutil.which(self.binary)
+        if path is None:
+            raise RuntimeError(
+                f"{self.binary} is not installed (`make test` installs it: apt-get install "
+                "redis-server)"
+            )
+        self._dir = tempfile.TemporaryDirectory(prefix="ttc-redis-")
+        with socket.socket() as probe:  # a free port (the server binds it just after)
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        flags = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        flags += ["--dir", self._dir.name, "--daemonize", "no", "--logfile", ""]
+        self._proc = subprocess.Popen(
+            [path, *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        self.url = f"redis://127.0.0.1:{port}/0"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited {self._proc.returncode}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
+                    conn.sendall(b"PING\r\n")
+                    if conn.recv(16).startswith(b"+PONG"):
+                        return self
+            except OSError:
+                time.sleep(0.05)
+        self.__exit__(None, None, None)
+        raise RuntimeError("redis-server did not answer within 30 s")
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        proc = self._proc
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._dir is not None:
+            self._dir.cleanup()

@@ -15,6 +15,9 @@ adds the issue's faults: 2% 500s, 2% 503s, 1% connection resets, 1% truncated 20
 - `--client engine` runs `unif` over Reasoning Gym in this process through `OpenAIProvider`, in
   one round (`--rounds` more), configured with the same `--rpm` (`--learn`: no limit at all, it
   starts from the server's `x-ratelimit-limit-requests`);
+  `--clients N` runs N of them at once, each with its share of the requests and `--rpm R
+  --shared-limits` on a redis-server of the benchmark's own: one quota held by N processes
+  (`sending_fraction_of_limit`: the rate the server saw from the first request to the last);
 - `--client loop` is a bare client in this process (128 workers posting through
   `OpenAIProvider.post_json`, a retry after any fault, a 429's retry-after, no hedging) whose rate
   is held by `--limiter`: `own` (ttc's `Limiter`, learning the window from the headers),
@@ -40,6 +43,7 @@ offline simulator: this measures the machinery, never the method.
     python benchmarks/quota_saturation.py --client engine --rpm 600 [--faults off] [--learn]
     python benchmarks/quota_saturation.py --rpm 3000 --minutes 5 --kinds bucket-newest,fixed
     python benchmarks/quota_saturation.py --client loop --limiter aiolimiter --rpm 3000
+    python benchmarks/quota_saturation.py --clients 4 --rpm 1200 --kinds sliding-newest --faults off
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from _serving import ServeProcess
+from _serving import RedisProcess, ServeProcess
 from aiolimiter import AsyncLimiter
 
 from ttc.adapters import OpenAIProvider, ReasoningGymSuite
@@ -69,42 +73,60 @@ KEY_ENV = "TTC_QUOTA_BENCH_KEY"
 KINDS = ("sliding-newest", "sliding-oldest", "fixed", "bucket-newest", "bucket-oldest")
 
 
-def batch_input(path: Path, n: int) -> None:
-    """`n` chat requests in the Batch input format (generic prompts: the sim answers prose)."""
+def batch_input(path: Path, n: int, tag: str = "") -> None:
+    """`n` chat requests in the Batch input format (generic prompts: the sim answers prose; each
+    its own, `tag` telling clients apart, so the server's `answered_again` finds any sent twice)."""
     with path.open("wb") as out:
         for i in range(n):
-            body = {"model": "sim", "messages": [{"role": "user", "content": f"Say hello, {i}."}]}
+            text = f"Say hello, {tag}{i}."
+            body = {"model": "sim", "messages": [{"role": "user", "content": text}]}
             line = {"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions"}
             out.write(orjson.dumps({**line, "body": body}) + b"\n")
 
 
 def run_batch(url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    """`ttc batch` in its own process; what it answered, and when it exited."""
-    inp, out = tmp / "input.jsonl", tmp / "output.jsonl"
-    batch_input(inp, args.requests)
-    command = [sys.executable, "-m", "ttc.engine.cli", "batch", str(inp), "--out", str(out)]
-    command += ["--base-url", url + "/v1", "--api-key-env", KEY_ENV, "--quiet"]
-    command += ["--rpm", str(args.rpm), "--concurrency", str(args.concurrency)]
-    command += ["--timeout", str(args.timeout)]
+    """`ttc batch` in its own process (`--clients` of them, each with its share of the requests,
+    on one quota shared through `--shared` Redis); what they answered, and when the last
+    exited."""
+    clients = args.clients
     started = time.time()
-    done = subprocess.run(
-        command, env={**os.environ, KEY_ENV: "sk-sim"}, capture_output=True, text=True, check=False
-    )
-    exited = time.time()
-    if done.returncode != 0:
-        raise RuntimeError(f"ttc batch exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
-    lines = [orjson.loads(line) for line in out.read_bytes().splitlines()]
-    ids = Counter(line["custom_id"] for line in lines)
-    answered = {
-        line["custom_id"]
-        for line in lines
-        if line["response"] is not None and line["response"]["status_code"] == 200
-    }
+    procs = []
+    for c in range(clients):
+        inp, out = tmp / f"input{c}.jsonl", tmp / f"output{c}.jsonl"
+        batch_input(inp, args.requests // clients + (c < args.requests % clients), f"{c}-")
+        command = [sys.executable, "-m", "ttc.engine.cli", "batch", str(inp), "--out", str(out)]
+        command += ["--base-url", url + "/v1", "--api-key-env", KEY_ENV, "--quiet"]
+        command += ["--rpm", str(args.rpm), "--concurrency", str(args.concurrency)]
+        command += ["--timeout", str(args.timeout)]
+        if args.shared:
+            command += ["--shared-limits", args.shared]
+        env = {**os.environ, KEY_ENV: "sk-sim"}
+        procs.append(
+            subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        )
+    answered, twice = 0, 0
+    for c, proc in enumerate(procs):
+        stdout, stderr = proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"ttc batch exited {proc.returncode}:\n{stdout!r}\n{stderr!r}")
+        lines = [
+            orjson.loads(line) for line in (tmp / f"output{c}.jsonl").read_bytes().splitlines()
+        ]
+        ids = Counter(line["custom_id"] for line in lines)
+        answered += len(
+            {
+                line["custom_id"]
+                for line in lines
+                if line["response"] is not None and line["response"]["status_code"] == 200
+            }
+        )
+        twice += sum(1 for n in ids.values() if n > 1)
     return {
         "started": started,
-        "exited": exited,
-        "answered": len(answered),
-        "answered_twice": sum(1 for n in ids.values() if n > 1),
+        "exited": time.time(),
+        "answered": answered,
+        "answered_twice": twice,
+        **({"clients": clients, "shared_limits": "redis"} if args.shared else {}),
     }
 
 
@@ -310,6 +332,13 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per attempt")
     parser.add_argument("--seed", type=int, default=0, help="the server's faults and latencies")
+    parser.add_argument(
+        "--clients",
+        type=int,
+        default=1,
+        help="batch: N `ttc batch` processes splitting the requests, sharing one quota through "
+        "a redis-server of their own (--shared-limits; N > 1 only)",
+    )
     parser.add_argument("--rounds", type=int, default=1, help="engine: rounds the requests span")
     parser.add_argument(
         "--learn", action="store_true", help="engine: no --rpm, learnt from the headers"
@@ -318,6 +347,8 @@ def parse() -> argparse.Namespace:
     unknown = set(args.kinds) - set(KINDS)
     if unknown:
         parser.error(f"--kinds: unknown {', '.join(sorted(unknown))} (known: {', '.join(KINDS)})")
+    if args.clients < 1 or (args.clients > 1 and args.client != "batch"):
+        parser.error("--clients: at least 1, and more than 1 only with --client batch")
     return args
 
 
@@ -337,6 +368,15 @@ def main() -> None:
 
 def measure(args: argparse.Namespace) -> None:
     """One line: the client against `ttc serve` at `args.rpm`, with or without the faults."""
+    with contextlib.ExitStack() as stack:
+        redis = stack.enter_context(RedisProcess()) if args.clients > 1 else None
+        args.shared = None if redis is None else redis.url
+        line = measured(args)
+    sys.stdout.write(orjson.dumps(line).decode() + "\n")
+
+
+def measured(args: argparse.Namespace) -> dict[str, Any]:
+    """The client against `ttc serve` at `args.rpm`: its line."""
     with ServeProcess(*server_flags(args)) as server, tempfile.TemporaryDirectory() as tmp:
         if args.client == "batch":
             seen = run_batch(server.url, args, Path(tmp))
@@ -372,6 +412,12 @@ def measure(args: argparse.Namespace) -> None:
         "answered": answered,
         "first_request_to_exit_s": round(wall, 2),
         "fraction_of_limit": round(answered / wall * 60 / args.rpm, 4),
+        # The rate the server saw while requests came (first to last; no start-up or last
+        # answers' latency): what N clients sharing one quota hold together.
+        "sending_fraction_of_limit": round(
+            (stats["requests"] - 1) / max(1e-9, stats["last_request_at"] - first) * 60 / args.rpm,
+            4,
+        ),
         "startup_s": round(first - seen.pop("started"), 2),
         "last_response_to_exit_s": round(first + wall - stats["last_response_at"], 2),
         "server_requests": stats["requests"],
@@ -383,7 +429,7 @@ def measure(args: argparse.Namespace) -> None:
         **seen,
         "where_the_time_went": diagnosis(stats, answered, exited, args.rpm, args.window),
     }
-    sys.stdout.write(orjson.dumps(line).decode() + "\n")
+    return line
 
 
 if __name__ == "__main__":

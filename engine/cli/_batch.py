@@ -15,6 +15,7 @@ import contextlib
 import shlex
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,11 @@ from ttc.engine.cli._batchsend import (
     SendPolicy,
     run_batch,
 )
+from ttc.engine.cli._control import BatchSteering, Controller, control_served, socket_path
 from ttc.engine.cli._metrics import add_metrics, metrics_served
 from ttc.engine.cli._otel import add_otel, traced
 from ttc.engine.cli._provider_flags import add_hedge, add_max_response_bytes
+from ttc.engine.cli._sharedflags import add_shared_limits, shared_quota
 from ttc.engine.cli._usage import natural_float, positive_float, positive_int, ttc_command
 from ttc.engine.send._limiter import Limiter
 from ttc.engine.send._retry import RetryPolicy
@@ -64,6 +67,7 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-attempts", type=positive_int, default=6, help="per request")
     add_hedge(parser, end="the input", batch="--via-batch-api")
     add_max_response_bytes(parser)
+    add_shared_limits(parser)
     parser.add_argument(
         "--grace",
         type=natural_float,
@@ -169,20 +173,35 @@ class _CtrlC:
 
 async def batch_main(args: argparse.Namespace, provider: RawProvider) -> int:
     """`cmd_batch` with the provider given: signals, the run, and what is printed."""
-    with metrics_served(args.metrics_port, args.metrics_addr) as metrics:
-        limiter = Limiter(args.rpm, args.tpm, args.concurrency)
-        limiter.hedge = args.hedge
-        progress: BatchProgress | None = None
-        if metrics is not None:  # counted as it is sent, the limiter read when scraped
-            provider, progress = metrics.batch(provider, args.model)
-            metrics.watch("batch", limiter, args.rpm, args.tpm)
-        async with traced(bool(getattr(args, "otel", False)), "batch") as tracing:
-            if tracing is not None:  # why each attempt waited, on its span
-                limiter.timing = True
-            attempts = None if tracing is None else tracing.batch_attempts("openai")
-            retry = RetryPolicy(max_attempts=args.max_attempts)
-            policy = SendPolicy(limiter, retry, args.timeout, attempts)
-            return await _batch_main(args, provider, policy, progress)
+    shared = shared_quota(args.shared_limits, args.quota_name, "openai", args.base_url, args.model)
+    async with shared as quota:
+        with metrics_served(args.metrics_port, args.metrics_addr) as metrics:
+            limiter = Limiter(args.rpm, args.tpm, args.concurrency)
+            limiter.hedge = args.hedge
+            if quota is not None:
+                limiter.share(quota)
+            progress: BatchProgress | None = None
+            if metrics is not None:  # counted as it is sent, the limiter read when scraped
+                provider, progress = metrics.batch(provider, args.model)
+                metrics.watch("batch", limiter, args.rpm, args.tpm)
+            async with traced(bool(getattr(args, "otel", False)), "batch") as tracing:
+                if tracing is not None:  # why each attempt waited, on its span
+                    limiter.timing = True
+                attempts = None if tracing is None else tracing.batch_attempts("openai")
+                retry = RetryPolicy(max_attempts=args.max_attempts)
+                steering = BatchSteering(limiter)
+                policy = SendPolicy(limiter, retry, args.timeout, attempts, steering)
+                progress = progress or BatchProgress()
+                controller = Controller(limiter, steering.apply, _counts(progress))
+                async with control_served(socket_path(args.out), controller):  # `ttc ctl OUT`
+                    return await _batch_main(args, provider, policy, progress)
+
+
+def _counts(progress: BatchProgress) -> Callable[[], dict[str, Any]]:
+    def counts() -> dict[str, Any]:
+        return {"done": progress.done, "total": progress.total, "per_minute": progress.per_minute()}
+
+    return counts
 
 
 async def _batch_main(

@@ -26,7 +26,7 @@ import orjson
 from ttc.engine import ConfigError, DataError
 from ttc.engine._util._nofollow import open_file, temp_file
 from ttc.engine._util._records import json_object, parse_json, read_lines, unreadable
-from ttc.engine.journal import Journal
+from ttc.engine.journal import Journal, LimitsSteered
 from ttc.engine.journal._codec import Codec, event, spec
 from ttc.engine.send import token_count
 
@@ -87,7 +87,8 @@ class RequestResult:
 
 
 # A `ttc batch` journal, read back.
-BATCH_JOURNAL = Codec(BatchStarted, RequestResult)
+# `control`: `ttc ctl`'s changes (`_control`), replayed by a resumed batch.
+BATCH_JOURNAL = Codec(BatchStarted, RequestResult, LimitsSteered)
 
 
 def _parse(
@@ -152,6 +153,7 @@ class BatchJournal:
         self.offsets = array.array("q", [-1]) * scan.count
         self.final = bytearray(scan.count)
         self.replayed = 0  # requests with a final result in the journal before this run
+        self.steered: list[LimitsSteered] = []  # `ttc ctl`'s changes in it, in order
         self._journal = Journal(path)  # the engine's append-only writer
 
     def open(self, *, resume: bool) -> BatchJournal:
@@ -184,6 +186,8 @@ class BatchJournal:
                         result = BATCH_JOURNAL.decode(fields)
                         self.offsets[result.i] = offset
                         self.final[result.i] = result.final
+                    elif kind == LimitsSteered.KIND:
+                        self.steered.append(BATCH_JOURNAL.decode(fields))
                 except (KeyError, TypeError, ValueError, IndexError) as e:
                     raise DataError(f"{self.path}:{lineno}: corrupt journal line ({e!r})") from None
                 offset += len(raw)
@@ -203,7 +207,7 @@ class BatchJournal:
                 f"(sha256 {self.scan.sha256[:12]}); remove it or choose another --out"
             )
 
-    def append(self, event: BatchStarted | RequestResult) -> int:
+    def append(self, event: BatchStarted | RequestResult | LimitsSteered) -> int:
         """Hands one event, as one line, to the journal's writer; returns the line's offset."""
         return self._journal.append(event)
 

@@ -39,6 +39,7 @@ from ttc.engine.cli._batchio import (
     tally,
     usage_tokens,
 )
+from ttc.engine.cli._control import BatchSteering
 from ttc.engine.contract._errors import ConfigError, Fatal, ProviderError, RateLimited
 from ttc.engine.contract._types import RateInfo
 from ttc.engine.journal._lock import RunLock
@@ -215,12 +216,14 @@ class _Estimator:
 @dataclass(frozen=True, slots=True)
 class SendPolicy:
     """How each request travels: the limiter, the retry policy and the per-attempt timeout;
-    `traced`, if given, makes each job's attempt hook (its model named; --otel)."""
+    `traced`, if given, makes each job's attempt hook (its model named; --otel); `steering`:
+    `ttc ctl`'s changes to the limiter, journaled while the journal is open."""
 
     limiter: Limiter
     retry: RetryPolicy
     timeout_s: float
     traced: Callable[[BatchJob, str | None], AttemptHook] | None = None
+    steering: BatchSteering | None = None
 
 
 # The output lines' ids: unique, not secret, so a generator seeded once from the OS (two reads
@@ -331,6 +334,7 @@ async def run_batch(
 
     Raises DataError (bad input, named by line) or ConfigError before any request. Setting
     `stop` ends dispatching: requests in flight land, and the summary says `interrupted`.
+    The policy's `steering` (`ttc ctl`) is handed the changes a resumed journal holds.
     """
     input_path, output_path = Path(input_path), Path(output_path)
     if input_path.resolve() == output_path.resolve():
@@ -353,6 +357,9 @@ async def run_batch(
             )
         batch = _Batch(provider, policy, journal, model, progress, stop)
         progress.start(scan.count, journal.replayed)
+        steering = policy.steering
+        if steering is not None:
+            steering.opened(journal, journal.steered)
         try:
             # Closed however dispatching ends: the reader holds the input file open.
             with contextlib.closing(iter_jobs(scan.path, journal.final)) as jobs:
@@ -360,6 +367,8 @@ async def run_batch(
                 # Fed through the limiter: once all are taken, stragglers are hedged.
                 await dispatch(policy.limiter.fed(jobs), batch.send, workers, stop)
         finally:
+            if steering is not None:
+                steering.opened(None)
             await progress.stop()
         interrupted = progress.sent < pending
         counts, tokens = tally(journal, None if interrupted else output_path)

@@ -14,6 +14,7 @@ import logging
 import os
 import stat
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,10 +25,13 @@ from ttc.engine import StopKind, StopReason, Verifiers
 from ttc.engine._util import redact_argv, withheld
 from ttc.engine._util._records import read_json
 from ttc.engine.cli._batchmode import batch_price
+from ttc.engine.cli._control import SOCKET
+from ttc.engine.cli._controlrun import ControlledRun
 from ttc.engine.cli._executor import verifiers_for
 from ttc.engine.cli._metrics import metrics_served
 from ttc.engine.cli._otel import Tracing, traced
 from ttc.engine.cli._progress import Progress
+from ttc.engine.cli._sharedflags import shared_quota
 from ttc.engine.cli._spec import RunSpec
 from ttc.engine.cli._usage import ttc_command
 from ttc.engine.cli._wiring import (
@@ -49,10 +53,12 @@ from ttc.engine.report._intervals import covered_rounds, interval_table, paired_
 from ttc.engine.report._plots import plot_coverage
 from ttc.engine.report._tables import compare_table, round_table
 from ttc.engine.run._engine import Engine
+from ttc.engine.run._observer import RunObserver
 from ttc.engine.run._result import RunResult
 from ttc.engine.run._runinfo import SIM_NOTE, require_journal, run_begun
 from ttc.engine.run._worstcase import plan_cost
 from ttc.engine.send._prices import flex_price_for, parse_price, price_for
+from ttc.engine.send._shared import SharedQuota
 from ttc.engine.strategy._strategy import preset
 
 if TYPE_CHECKING:
@@ -83,6 +89,8 @@ class Session:
     verifiers: Verifiers | None = None
     # Its spans (--otel), under which each of its runs traces its own.
     tracing: Tracing | None = None
+    # The rate limits its runs take from Redis (--shared-limits); None: each its own.
+    shared: SharedQuota | None = None
 
     def stop(self, why: str) -> None:
         """Every engine stops dispatching; requests in flight finish and are recorded."""
@@ -101,6 +109,12 @@ def compared(spec: RunSpec) -> tuple[str, ...]:
     others share (without elim, the first named shares its own)."""
     methods = spec.methods or COMPARED
     return tuple(sorted(methods, key=lambda m: m != "elim"))
+
+
+def shared_quota_of(spec: RunSpec) -> AbstractAsyncContextManager[SharedQuota | None]:
+    """The quota --shared-limits names for the policy model (None without it)."""
+    p = spec.provider
+    return shared_quota(spec.shared_limits, spec.quota_name, p.kind, p.base_url, p.model)
 
 
 def out_dir(spec: RunSpec) -> Path:
@@ -127,10 +141,14 @@ async def run_one(
         invocation |= spec.executor.describe()
         metrics = session.metrics
         models = {"policy": wired.provider.model} | {r: p.model for r, p in wired.roles.items()}
-        observers = [] if metrics is None else [metrics.run_observer(method, models)]
+        observers: list[RunObserver] = []
+        if metrics is not None:
+            observers.append(metrics.run_observer(method, models))
         if session.tracing is not None:
             kind = spec.provider.kind
             observers.append(session.tracing.observer(kind, wired.provider.model, method))
+        control = ControlledRun(out / SOCKET, progress.counts)  # `ttc ctl`
+        observers.append(control)
         engine = make_engine(
             config,
             wired,
@@ -143,6 +161,9 @@ async def run_one(
         )
         if metrics is not None:
             metrics.watch(method, engine.limiter, config.rpm, config.tpm, engine.cache)
+        if session.shared is not None:
+            engine.limiter.share(session.shared)
+        control.engine = engine
         session.engines.append(engine)
         async with engine:
             result = await engine.run(items)
@@ -221,6 +242,7 @@ async def cmd_run(spec: RunSpec, session: Session) -> int:
     with metrics_served(spec.metrics_port, spec.metrics_addr) as session.metrics:
         async with (
             traced(spec.otel, "run") as session.tracing,
+            shared_quota_of(spec) as session.shared,
             verifiers_for(spec.executor, suite, spec.verifier_workers) as session.verifiers,
         ):
             result = await run_one(spec, spec.method, out, suite, items, session, spec.resume)
@@ -288,6 +310,7 @@ async def cmd_compare(spec: RunSpec, session: Session) -> int:
     ):
         async with (
             traced(spec.otel, "compare") as session.tracing,
+            shared_quota_of(spec) as session.shared,
             verifiers_for(spec.executor, suite, spec.verifier_workers) as session.verifiers,
         ):
             return await _compare(spec, session, suite, items, out)

@@ -96,6 +96,8 @@ async def _dispatch(args: argparse.Namespace, spec: RunSpec | None) -> int:
         from ttc.engine.cli._batch import cmd_batch as tool
     elif args.command == "export":
         from ttc.engine.cli._export import cmd_export as tool
+    elif args.command == "ctl":
+        from ttc.engine.cli._control import cmd_ctl as tool
     else:
         from ttc.engine.cli import _tools
 

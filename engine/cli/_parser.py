@@ -404,6 +404,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         example="{ttc} batch requests.jsonl --out results.jsonl",
     )
     _add_from(only, "batch", bat)
+    ctl = sub.add_parser(
+        "ctl",
+        help="steer a running ttc run or ttc batch: status, pause, resume, or set --rpm, --tpm "
+        "and --concurrency (journaled; a resume keeps them)",
+        example="{ttc} ctl runs/20250101-120000-adpt set --rpm 600",
+    )
+    _add_from(only, "ctl", ctl)
     rep = sub.add_parser(
         "report",
         help="per-round tables and a plot of one or several runs",
@@ -424,6 +431,7 @@ _ADDERS = {
     "verify": ("ttc.engine.cli._tools", "add_verify_arguments"),
     "serve": ("ttc.engine.cli._tools", "add_serve_arguments"),
     "batch": ("ttc.engine.cli._batch", "add_batch_arguments"),
+    "ctl": ("ttc.engine.cli._control", "add_ctl_arguments"),
     "report": ("ttc.engine.cli._tools", "add_report_arguments"),
     "export": ("ttc.engine.cli._export", "add_export_arguments"),
 }

@@ -19,7 +19,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TextIO
+from typing import Any, TextIO
 
 from ttc.engine import (
     Event,
@@ -127,6 +127,20 @@ class Progress(RunObserver):
             return 0.0
         span = max(1, min(60, now - self._done_at[0][0] + 1))
         return sum(count for _, count in self._done_at) * 60.0 / span
+
+    def counts(self) -> dict[str, Any]:
+        """For `ttc ctl status`: the round, its samples done of those planned, the rate."""
+        state = self._state
+        if state is None or not state.rounds:
+            return {"done": 0, "total": 0, "per_minute": 0.0}
+        stats = state.rounds[-1]
+        return {
+            "done": stats.samples,
+            "total": stats.planned,
+            "round": stats.round,
+            "rounds": self._rounds,
+            "per_minute": self.per_minute(),
+        }
 
     def line(self) -> str:
         """The status line: round, done/planned, solved and coverage, tokens, cost, rate, errors,

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ttc.engine import ConfigError
+from ttc.engine.cli._sharedflags import add_shared_limits
 from ttc.engine.cli._spec import AZURE_API_VERSION, PROVIDERS, SERVICE_TIERS
 from ttc.engine.cli._usage import (
     natural_float,
@@ -65,6 +66,7 @@ def add_provider_flags(p: argparse.ArgumentParser) -> None:
     add_hedge(g)
     add_max_response_bytes(g)
     add_workers(g)
+    add_shared_limits(g)
     api = "(default: the API's own)"
     g.add_argument("--temperature", type=natural_float, help=f"sampling temperature {api}")
     g.add_argument("--top-p", type=share, help=f"nucleus top_p, in (0, 1] {api}")

@@ -212,6 +212,9 @@ class RunSpec:
     batch: BatchSpec | None = None
     # --executor, --ray-address: where responses are verified.
     executor: ExecutorSpec = field(default_factory=ExecutorSpec)
+    # --shared-limits (a Redis URL) and --quota-name: the rate limits shared by many processes.
+    shared_limits: str | None = None
+    quota_name: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, argv: Sequence[str] = ()) -> RunSpec:
@@ -300,6 +303,8 @@ class RunSpec:
             methods=getattr(args, "methods", None),
             batch=batch_spec(args),
             executor=ExecutorSpec.from_args(args),
+            shared_limits=args.shared_limits,
+            quota_name=args.quota_name,
         )
 
     @property

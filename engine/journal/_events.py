@@ -8,15 +8,17 @@ directory written by an older version still resumes (`EVENTS` reads them back). 
 (`RunObserver.event`) sees the same values as they are written.
 
 Kinds (`ev`): `start`, `sample` (`SampleLanded` or `SampleFailed`), `verdict`, `judge`,
-`difficulty`, `retry`, `round`, `limiter`; batch mode's `batch_file`, `batch`, `batch_state`
-(`_batch_events`). The `limiter` events come with their writer, `sample_limiter`: the limiter
-sampled every second while rounds run, the run's timeline (`ttc report --timeline`).
+`difficulty`, `retry`, `round`, `limiter`, `control`; batch mode's `batch_file`, `batch`,
+`batch_state` (`_batch_events`). The `limiter` events come with their writer, `sample_limiter`:
+the limiter sampled every second while rounds run, the run's timeline (`ttc report
+--timeline`). The `control` events are `ttc ctl`'s changes to a running run (`steer` applies
+one; `replay_steered` replays them into a resumed run's limiter).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -28,7 +30,7 @@ from ttc.engine.journal._codec import Codec, Fields, event, spec
 if TYPE_CHECKING:
     from ttc.engine.send._limiter import Limiter
 
-__all__ = ["EVENTS", "Event", "Fields", "SampleKey", "sample_limiter"]
+__all__ = ["EVENTS", "Event", "Fields", "SampleKey", "replay_steered", "sample_limiter", "steer"]
 
 SampleKey = tuple[int, str, int]
 
@@ -200,6 +202,57 @@ class LimiterSampled:
     tpm: float | None = None
 
 
+@event()
+@dataclass(frozen=True, slots=True)
+class LimitsSteered:
+    """`ttc ctl` changed a running run: `pause`, `resume` (dispatch goes on) or `set` (the limits
+    given; None: that one as it was). A resumed run replays the `set`s into its limiter."""
+
+    KIND: ClassVar[str] = "control"
+    action: str
+    rpm: float | None = field(default=None, metadata=_UNLESS_NONE)
+    tpm: float | None = field(default=None, metadata=_UNLESS_NONE)
+    concurrency: int | None = field(default=None, metadata=_UNLESS_NONE)
+
+    def describe(self) -> str:
+        """In a few words: `set rpm 600 concurrency 8`, `pause`."""
+        given = (("rpm", self.rpm), ("tpm", self.tpm), ("concurrency", self.concurrency))
+        return " ".join([self.action, *(f"{k} {v:g}" for k, v in given if v is not None)])
+
+
+STEERS = ("pause", "resume", "set")
+
+
+def steer(limiter: Limiter, change: LimitsSteered) -> None:
+    """Applies `ttc ctl`'s `change` to `limiter`."""
+    if change.action == "pause":
+        limiter.pause()
+    elif change.action == "resume":
+        limiter.unpause()
+    elif change.action == "set":
+        limiter.retune(change.rpm, change.tpm, change.concurrency)
+    else:
+        raise ValueError(f"ttc ctl: unknown action {change.action!r} (known: {STEERS})")
+
+
+def replay_steered(limiter: Limiter, changes: Iterable[LimitsSteered]) -> LimitsSteered | None:
+    """A resumed run's limiter as `ttc ctl set` left it (each limit as last set): what was
+    replayed, or None if nothing was set. A pause is not replayed: resuming is asking to go on."""
+    rpm: float | None = None
+    tpm: float | None = None
+    concurrency: int | None = None
+    for change in changes:
+        if change.action == "set":
+            rpm = change.rpm if change.rpm is not None else rpm
+            tpm = change.tpm if change.tpm is not None else tpm
+            concurrency = change.concurrency if change.concurrency is not None else concurrency
+    if rpm is None and tpm is None and concurrency is None:
+        return None
+    replayed = LimitsSteered("set", rpm, tpm, concurrency)
+    steer(limiter, replayed)
+    return replayed
+
+
 # Seconds between limiter samples: a ten-hour run writes 36,000 short lines (about 3 MB).
 EVERY_S = 1.0
 
@@ -255,6 +308,7 @@ Event = (
     | Retried
     | RoundEnded
     | LimiterSampled
+    | LimitsSteered
     | BatchFileUploaded
     | BatchCreated
     | BatchUpdated
@@ -274,4 +328,5 @@ EVENTS = Codec(
     BatchFileUploaded,
     BatchCreated,
     BatchUpdated,
+    LimitsSteered,
 )

@@ -77,6 +77,7 @@ from ttc.engine.journal._events import (
     DifficultyRated,
     Event,
     Judged,
+    LimitsSteered,
     Rated,
     SampleKey,
     SampleLanded,
@@ -92,6 +93,7 @@ __all__ = [
     "decode",
     "journal_text",
     "read_events",
+    "steered_in",
 ]
 
 
@@ -137,6 +139,12 @@ def read_events(path: Path, kinds: frozenset[str] | None = None) -> Iterator[Eve
     for lineno, fields in journal_lines(path):
         if kinds is None or fields["ev"] in kinds:
             yield decode(fields, f"{path}:{lineno}")
+
+
+def steered_in(path: Path) -> list[LimitsSteered]:
+    """`ttc ctl`'s changes journaled in `path`, in order."""
+    kinds = frozenset({LimitsSteered.KIND})
+    return [e for e in read_events(path, kinds) if isinstance(e, LimitsSteered)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,9 @@ gap):
 - retries by kind, per bin, and the 429s among them (final 429s included);
 - requests in flight against the adaptive concurrency cap (the `limiter` lines).
 Each round's start (its first sample landed) is a vertical line labelled with its number, as
-every output numbers rounds (1 is the warm-up). A run answered by the offline simulator says so
+every output numbers rounds (1 is the warm-up); each `ttc ctl` change (the `control` lines: a
+pause, a resume, new limits) is a vertical line labelled with what it did (a new `--rpm` also
+steps the limit in force). A run answered by the offline simulator says so
 in the title.
 """
 
@@ -26,7 +28,7 @@ from typing import Any
 
 from ttc.engine._util import read_json
 from ttc.engine.contract import ConfigError
-from ttc.engine.journal import read_journal
+from ttc.engine.journal import LimitsSteered, decode, read_journal
 from ttc.engine.report._plots import check_plot_path, pyplot, save, wrap_title
 
 # Bin widths the axis may use, in seconds: about 100 bins over the run.
@@ -53,6 +55,8 @@ class Timeline:
     rounds: dict[int, float] = field(default_factory=dict)
     configured_rpm: float | None = None
     configured_tpm: float | None = None
+    # (minutes, what it did) of each `ttc ctl` change.
+    steered: list[tuple[float, str]] = field(default_factory=list)
 
     def minutes(self) -> list[float]:
         """Each bin's middle, in minutes since the run's first line."""
@@ -96,6 +100,10 @@ def read_timeline(run_dir: Path) -> Timeline:
     retries: dict[str, Counter[int]] = defaultdict(Counter)
     for line in lines:
         _add(tl, line, min(n - 1, int((float(line["at"]) - t0) / width)), retries)
+        if line["ev"] == LimitsSteered.KIND:
+            steered = decode(line)
+            if isinstance(steered, LimitsSteered):
+                tl.steered.append(((float(line["at"]) - t0) / 60, steered.describe()))
     tl.retries = {kind: [c[i] for i in range(n)] for kind, c in sorted(retries.items())}
     config = run_dir / "config.json"
     if config.is_file():
@@ -192,6 +200,21 @@ def plot_timeline(tl: Timeline, title: str, path: Path) -> None:
         for start in tl.rounds.values():
             ax.axvline(start, color="#8c564b", lw=0.8, ls="-.", alpha=0.7)
         ax.grid(alpha=0.3)
+    for at, what in tl.steered:
+        for ax in axes:
+            ax.axvline(at, color="#e377c2", lw=1.2, ls="--")
+        axes[0].annotate(  # above the legend, which sits in the lower right
+            f"ttc ctl {what}",
+            (at, 0.38),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, 0),
+            textcoords="offset points",
+            fontsize=7,
+            color="#e377c2",
+            rotation=90,
+            va="bottom",
+            bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
+        )
     for i, (number, start) in enumerate(sorted(tl.rounds.items())):
         axes[0].annotate(  # staggered: short rounds start close together
             f"round {number}",

@@ -34,11 +34,20 @@ from ttc.engine.contract._types import Item, Provider, Suite, Usage, require_par
 from ttc.engine.journal._events import (
     Event,
     LimiterSampled,
+    LimitsSteered,
     RoundEnded,
     RunStarted,
+    replay_steered,
     sample_limiter,
+    steer,
 )
-from ttc.engine.journal._journal import Journal, Replay, SampleKey, difficulty_ratings
+from ttc.engine.journal._journal import (
+    Journal,
+    Replay,
+    SampleKey,
+    difficulty_ratings,
+    steered_in,
+)
 from ttc.engine.journal._logs import to_run_log
 from ttc.engine.journal._rundir import RunDir
 from ttc.engine.journal._walltime import RunTimer, past_times
@@ -277,6 +286,11 @@ class Engine:
             done = await open_rundir(stack, self.rundir, description, resume=self.resume)
         if self.resume and self.rundir is not None:  # its time goes on from its sessions'
             timer.past = await asyncio.to_thread(past_times, self.rundir.journal_path)
+            # ... and its limits from where `ttc ctl set` left them.
+            steered = await asyncio.to_thread(steered_in, self.rundir.journal_path)
+            replayed = replay_steered(self.limiter, steered)
+            if replayed is not None:
+                log.info("limits as `ttc ctl set` left them: %s", replayed.describe())
         self.parts.warn_prices(self.pricing)
         embedder = resolve_embedder(self._embedder_spec) if needs_vectors else None
         if not self.verifiers.started:  # a pool this run starts, this run closes
@@ -311,9 +325,17 @@ class Engine:
         stack.callback(self._finish_rounds, state, timer)
         return done, embedding
 
+    def steer(self, change: LimitsSteered) -> None:
+        """`ttc ctl`: applies `change` to the limiter and journals it (the timeline shows it; a
+        resumed run replays it)."""
+        steer(self.limiter, change)
+        self._emit(change)
+
     def _emit(self, event: Event) -> None:
         """Journals an event (when the run has a directory) and shows it to the observer."""
-        self._fresh += not isinstance(event, RunStarted | RoundEnded | LimiterSampled)
+        self._fresh += not isinstance(
+            event, RunStarted | RoundEnded | LimiterSampled | LimitsSteered
+        )
         if self._journal is not None:
             self._journal.append(event)
         self.observer.event(event)

@@ -34,6 +34,11 @@ the TPM bucket bursts `headroom` of a minute's tokens: any window then holds at 
   `fed()` has all been taken and none waits for a slot (the end of a run or of a round), an
   attempt far slower than the others gets a second copy, so that a hang does not hold the end
   until its timeout. The copy is billed and spends quota like any request.
+- Shared (`share`, `--shared-limits`): the RPM schedule, the TPM bucket, the announced limits and
+  the gate are kept in Redis for every process on one quota (`_shared`) instead of here; the
+  concurrency cap stays each process's own.
+- Steered (`ttc ctl`): `pause` stops new slots (in-flight requests finish), `unpause` lets them
+  go on, `retune` changes the RPM, TPM and concurrency in force while the run goes on.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ import contextlib
 import math
 import time
 from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ttc.engine.contract._errors import ConfigError
 from ttc.engine.contract._types import RateInfo
@@ -52,6 +57,9 @@ from ttc.engine.send._pace import RequestPace, TokenPace, Window
 from ttc.engine.send._retry import MAX_RETRY_AFTER_S
 from ttc.engine.send._stragglers import Stragglers
 from ttc.engine.send._waits import Waited, note_wait
+
+if TYPE_CHECKING:
+    from ttc.engine.send._shared import SharedQuota
 
 Ticket = int
 T = TypeVar("T")
@@ -181,6 +189,64 @@ class Limiter:
         # Whether each slot measures why it waited (`_waits`; set for a host tracing attempts):
         # off, a slot takes no clock reading of its own.
         self.timing = False
+        self._shared: SharedQuota | None = None
+        self._paused = False  # `ttc ctl pause`: no new slot passes the gate
+
+    def share(self, quota: SharedQuota) -> None:
+        """Takes rates from `quota` (kept in Redis for every process on it) from now on."""
+        self._shared = quota
+        # A window learnt from the headers would be this process's view of a shared one.
+        self._learn_window = False
+        self._set_rpm(self._rpm)
+
+    @property
+    def shared(self) -> SharedQuota | None:
+        """The shared quota the rates come from, if any (`--shared-limits`)."""
+        return self._shared
+
+    @property
+    def paused(self) -> bool:
+        """Whether new slots are held (`pause`)."""
+        return self._paused
+
+    def pause(self) -> None:
+        """No new request starts until `unpause`; those in flight finish."""
+        self._paused = True
+
+    def unpause(self) -> None:
+        """Requests start again (unless the server's own gate is closed)."""
+        self._paused = False
+        if self._gate_timer is None:
+            self._wake_gate()
+
+    def retune(
+        self, rpm: float | None = None, tpm: float | None = None, concurrency: int | None = None
+    ) -> None:
+        """Sets the RPM, TPM or concurrency ceiling in force (None: that one as it is). The new
+        rates start from now: a schedule run ahead is not carried over."""
+        # The paces change in place: requests already waiting on them go by the new rates.
+        if rpm is not None:
+            _positive_or_none("rpm", rpm)
+            if self._requests is None:
+                self._set_rpm(rpm)
+            else:
+                self._rpm = rpm
+                self._requests.retime(self._period / (rpm * (1 - self._headroom)))
+        if tpm is not None:
+            _positive_or_none("tpm", tpm)
+            if self._tpm_pace is None:
+                self._set_tpm(tpm)
+            else:
+                self._tpm = tpm
+                rate = tpm * (1 - self._headroom) / self._period
+                self._tpm_pace.retime(rate, max(1.0, tpm * self._headroom))
+        if concurrency is not None:
+            if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+                raise ConfigError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+            self._max_concurrency = concurrency
+            self._cap.ceiling = concurrency
+            self._cap.cap = float(concurrency)
+            self._cap._wake()
 
     def _set_rpm(self, rpm: float | None) -> None:
         self._rpm = rpm
@@ -252,33 +318,60 @@ class Limiter:
 
     async def _wait_for_rates(self, est_tokens: int) -> float | None:
         await self._pass_gate()
-        started = None if self._requests is None else await self._requests.take()
-        if self._tpm_pace is not None and est_tokens > 0:
-            await self._tpm_pace.take(est_tokens)
+        if self._shared is not None:
+            started: float | None = await self._take_shared(est_tokens)
+        else:
+            started = None if self._requests is None else await self._requests.take()
+            if self._tpm_pace is not None and est_tokens > 0:
+                await self._tpm_pace.take(est_tokens)
+        if self._paused:  # paused while it waited for its rate: held all the same
+            await self._pass_gate()
         return started
+
+    async def _take_shared(self, est_tokens: int) -> float:
+        """One request unit and `est_tokens` tokens from the shared quota (`share`)."""
+        assert self._shared is not None
+        await self._shared.take(self._rpm, self._tpm, est_tokens, self._period, self._headroom)
+        return asyncio.get_running_loop().time()
 
     async def _timed_wait_for_rates(
         self, est_tokens: int, asked_ns: int, asked: float
     ) -> float | None:
         """`_wait_for_rates`, each step timed (`timing`): `asked_ns` and `asked` are when the
-        slot was asked for, on the wall clock and on `perf_counter` (the cap's wait ends now)."""
+        slot was asked for, on the wall clock and on `perf_counter` (the cap's wait ends now).
+        A shared quota's wait is one step, counted as the request window's."""
         clock = time.perf_counter
         t0 = clock()
         await self._pass_gate()
         t1 = clock()
-        started = None if self._requests is None else await self._requests.take()
-        t2 = clock()
-        if self._tpm_pace is not None and est_tokens > 0:
-            await self._tpm_pace.take(est_tokens)
-        t3 = clock()
-        granted_ns = asked_ns + int((t3 - asked) * 1e9)
-        note_wait(Waited(asked_ns, granted_ns, t0 - asked, t1 - t0, t2 - t1, t3 - t2))
+        if self._shared is not None:
+            started: float | None = await self._take_shared(est_tokens)
+            t2 = t3 = clock()
+        else:
+            started = None if self._requests is None else await self._requests.take()
+            t2 = clock()
+            if self._tpm_pace is not None and est_tokens > 0:
+                await self._tpm_pace.take(est_tokens)
+            t3 = clock()
+        held = 0.0
+        if self._paused:  # paused while it waited for its rate: held at the gate all the same
+            await self._pass_gate()
+            held = clock() - t3
+        granted_ns = asked_ns + int((t3 + held - asked) * 1e9)
+        note_wait(Waited(asked_ns, granted_ns, t0 - asked, t1 - t0 + held, t2 - t1, t3 - t2))
         return started
 
     def reconcile(self, estimated: int, actual: int) -> None:
         """Corrects the TPM charge of a finished request from its estimate to its real usage
         (0 for a request the server refused). A usage beyond one period's tokens is charged as
         one period's: a provider reporting nonsense must not stall the run for years."""
+        shared = self._shared
+        if shared is not None:
+            if self._tpm is not None:
+                actual = min(max(0, actual), math.ceil(self._tpm))
+            if actual != estimated:
+                shared.charge(actual - estimated, self._tpm, self._period, self._headroom)
+            return
         pace = self._tpm_pace
         if pace is None or self._tpm is None:
             return
@@ -322,6 +415,8 @@ class Limiter:
             self._set_rpm(float(rate.limit_requests))
         if rate.limit_tokens and (self._tpm is None or rate.limit_tokens < self._tpm):
             self._set_tpm(float(rate.limit_tokens))
+        if self._shared is not None and (rate.limit_requests or rate.limit_tokens):
+            self._shared.learn(rate.limit_requests, rate.limit_tokens, 0.0, self._period)
         pace, left, reset = self._requests, rate.remaining_requests, rate.reset_requests_s
         if pace is not None and rate.limit_requests and left is not None and reset is not None:
             pace.heed(asyncio.get_running_loop().time(), rate.limit_requests, left, reset)
@@ -338,6 +433,8 @@ class Limiter:
         if not seconds > 0:
             return
         seconds = min(seconds, MAX_RETRY_AFTER_S)
+        if self._shared is not None:  # every process on the quota waits it out
+            self._shared.learn(None, None, seconds, self._period)
         loop = asyncio.get_running_loop()
         until = loop.time() + seconds
         if until <= self._gate_until:
@@ -349,6 +446,10 @@ class Limiter:
 
     def _open_gate(self) -> None:
         self._gate_timer = None
+        if not self._paused:
+            self._wake_gate()
+
+    def _wake_gate(self) -> None:
         waiters = list(self._gate_waiters)
         self._gate_waiters.clear()
         for fut in waiters:
@@ -356,9 +457,10 @@ class Limiter:
                 fut.set_result(None)
 
     async def _pass_gate(self) -> None:
-        # Each turn waits on a future that only the gate timer resolves. The loop re-checks
-        # because a defer() may arrive between the wake-up and this task running again.
-        while self._gate_timer is not None:
+        # Each turn waits on a future that only the gate timer (or `unpause`) resolves. The
+        # loop re-checks because a defer() (or a pause) may arrive between the wake-up and this
+        # task running again.
+        while self._gate_timer is not None or self._paused:
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._gate_waiters[fut] = None
             try:

@@ -139,6 +139,18 @@ class RequestPace:
             since, opens = restart - length - margin, restart + margin
         return now if self._sent.after(since) < window.budget else opens
 
+    def retime(self, interval: float) -> None:
+        """A new configured pace (`ttc ctl set --rpm`), in force for the request waiting now: the
+        next slot moves to one new interval after the last, and a learnt window (its budget
+        the old limit's) is given up."""
+        if self.window is not None:
+            self._drop("the limit was set anew")
+        self._next += interval - self.interval
+        self.base = self.interval = interval
+        self.tolerance = interval / 2
+        if self._wake is not None:
+            _resolve(self._wake)  # the head waiter re-checks, now against the new pace
+
     def slow_down(self, factor: float) -> None:
         """A refusal episode while paced: the rate is multiplied by `factor` (at most one request
         per period)."""
@@ -273,6 +285,15 @@ class TokenPace:
                     timer.cancel()
                     self._wake = None
             self._empty_at = max(self._empty_at, now) + amount / self.rate
+
+    def retime(self, rate: float, burst: float) -> None:
+        """A new rate and burst (`ttc ctl set --tpm`), in force for the request waiting now."""
+        now = asyncio.get_running_loop().time()
+        level = self._level(now)  # the tokens held stay held, drained at the new rate
+        self.rate, self.burst = rate, burst
+        self._empty_at = now + level / rate
+        if self._wake is not None:
+            _resolve(self._wake)
 
     def charge(self, amount: float) -> None:
         """Adds (or, negative, refunds) tokens without waiting; never refunds into the past.

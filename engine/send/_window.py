@@ -113,6 +113,11 @@ class Sent:
         return self._times[self._lo]
 
 
+def _meet(a: Reading, b: Reading) -> bool:
+    """Whether two valid ranges share a window."""
+    return a.low <= a.high and b.low <= b.high and a.low <= b.high and b.low <= a.high
+
+
 class WindowReader:
     """Reads responses' headers (`read`) until one kind of window agrees with itself."""
 
@@ -132,14 +137,24 @@ class WindowReader:
         seconds at most after the server wrote them: the window, once the readings of one kind
         agree. A late reading is a wider range (ours sent meanwhile may not be counted), and a
         range wider than the tolerance is no reading."""
-        n = len(sent)
-        for reading in (
-            self._sliding(now, limit, used, reset, sent, n, lag),
-            self._fixed(now, limit, used, reset, sent, lag),
-        ):
-            if reading is not None:
-                return reading
-        return self.bucket(limit, used, reset)
+        readings = self._sliding(now, used, reset, sent, lag)
+        fixed = self._fixed(now, used, reset, sent, lag)
+        if fixed is not None:
+            readings.append(("fixed", fixed))
+        found = None
+        for kind, reading in readings:
+            # A reading that holds under another kind as well (a first burst reads a reset
+            # meaning the newest entry and one meaning the oldest alike; a sliding window's
+            # oldest leaving looks like a fixed window's restart) is kept, but makes no window:
+            # the first kind tried would win every tie. Between a sliding window and a fixed
+            # one the sliding wins the tie: it is the stricter (no burst at a restart).
+            final = reading is None or not any(
+                _meet(reading, other)
+                for k, other in readings
+                if k != kind and other is not None and (kind == "fixed" or k != "fixed")
+            )
+            found = found or self._agreed(now, kind, reading, limit, final=final)
+        return found or self.bucket(limit, used, reset)
 
     def _agreed(
         self, now: float, kind: str, reading: Reading | None, limit: int, final: bool = True
@@ -175,11 +190,12 @@ class WindowReader:
         return reading
 
     def _sliding(
-        self, now: float, limit: int, used: int, reset: float, sent: Sent, n: int, lag: float
-    ) -> Reading | None:
+        self, now: float, used: int, reset: float, sent: Sent, lag: float
+    ) -> list[tuple[str, Reading | None]]:
         # While every request of ours is still in the window, used units are period * n / W
         # (those sent in the last `lag` seconds may not be counted yet); the reset is W less
         # the time since our newest (or oldest) request as the server saw it, `lag` ago at most.
+        n = len(sent)
         by_count = (self.period * (n - sent.after(now - lag)) / used, self.period * n / used)
         newest = sent.newest()
         readings: list[tuple[str, Reading | None]] = []
@@ -191,19 +207,11 @@ class WindowReader:
             low = max(by_count[0], by_reset[0] - _SLACK)
             high = min(by_count[1], by_reset[1] + _SLACK)
             readings.append((kind, Reading(kind, low, high, 1) if whole else None))
-        # While our requests all started at about one time (a first burst), a reset meaning
-        # the newest entry and one meaning the oldest read alike: such a reading is kept for
-        # both kinds but makes neither window, or the first kind tried would win every tie.
-        a, b = readings[0][1], readings[1][1]
-        apart = a is None or b is None or a.low > b.high or b.low > a.high
-        found = None
-        for kind, reading in readings:
-            found = found or self._agreed(now, kind, reading, limit, final=apart)
-        return found
+        return readings
 
-    def _fixed(
-        self, now: float, limit: int, used: int, reset: float, sent: Sent, lag: float
-    ) -> Reading | None:
+    def _fixed(self, now: float, used: int, reset: float, sent: Sent, lag: float) -> Reading | None:
+        """This response read as a fixed window since the last restart seen, or None (no
+        restart seen yet, or one just now)."""
         ends, last = now + reset, self._ends
         self._ends = ends
         if last is not None and ends > last + 0.05 + lag:
@@ -221,7 +229,7 @@ class WindowReader:
         since = sent.after(restart)
         low = max(self.period * (since - sent.after(now - lag)) / used, length - lag - _SLACK)
         high = min(self.period * since / used, length + lag + _SLACK)
-        return self._agreed(now, "fixed", Reading("fixed", low, high, 1), limit)
+        return Reading("fixed", low, high, 1)
 
     def bucket(self, limit: int, used: int, reset: float) -> Reading | None:
         """One more response read as a token bucket: the window the readings so far agree on

@@ -41,7 +41,8 @@ def _helps() -> Iterator[tuple[str, argparse.Action, str]]:
 
 def test_every_command_has_help_that_shows_its_defaults() -> None:
     commands = {command for command, _ in _parsers()}
-    names = ("run", "compare", "verify", "resume", "ablate", "serve", "batch", "report", "export")
+    names = ["run", "compare", "verify", "resume", "ablate", "serve", "batch", "ctl", "report"]
+    names.append("export")
     assert commands == {f"ttc {c}" for c in names} | {"ttc"}
     checked = 0
     for command, action, text in _helps():

@@ -33,7 +33,7 @@ from ttc.engine.journal import (
     encode,
 )
 from ttc.engine.journal._codec import _PLANS, Codec, event, spec
-from ttc.engine.journal._events import EVENTS
+from ttc.engine.journal._events import EVENTS, LimitsSteered
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -132,8 +132,27 @@ def test_the_batch_api_journal_writes_and_reads_its_facts_as_before(
     assert _FACTS.decode(line) == fact
 
 
+# Kinds added since c798ef4, as they write: `ttc ctl`'s changes (a run's journal and a batch's).
+STEERED: list[tuple[Any, dict[str, Any]]] = [
+    (
+        LimitsSteered("set", 600.0, None, 8),
+        {"ev": "control", "action": "set", "rpm": 600.0, "concurrency": 8},
+    ),
+    (LimitsSteered("set", tpm=90000.0), {"ev": "control", "action": "set", "tpm": 90000.0}),
+    (LimitsSteered("pause"), {"ev": "control", "action": "pause"}),
+]
+
+
+@pytest.mark.parametrize(("event", "line"), STEERED)
+def test_a_steered_change_writes_its_line_and_reads_back(event: Any, line: dict[str, Any]) -> None:
+    assert orjson.dumps(encode(event)) == orjson.dumps(line)
+    assert EVENTS.decode(line) == event
+    assert BATCH_JOURNAL.decode(line) == event
+
+
 def test_every_registered_kind_is_covered() -> None:
-    covered = {type(e) for e in [*RUN_EVENTS, *BATCH_EVENTS, *(f for f, _ in API_FACTS)]}
+    facts = [*(f for f, _ in API_FACTS), *(e for e, _ in STEERED)]
+    covered = {type(e) for e in [*RUN_EVENTS, *BATCH_EVENTS, *facts]}
     assert covered == set(_PLANS) - {_Probe}
 
 
