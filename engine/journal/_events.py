@@ -184,6 +184,14 @@ class Retried(_Keyed):
     error: str
     message: str = ""
     delay: float = 0.0
+    # A stalled stream's text so far, for the record (never judged), and its tokens, estimated
+    # from the text (`est`: the usage event never came); left out for every other failure.
+    partial: tuple[str, ...] = field(
+        default=(), metadata=spec(enc=list, dec=_strings, omit="empty")
+    )
+    partial_usage: Usage | None = field(
+        default=None, metadata=spec(key="est", enc=usage_list, dec=usage_of, omit="none")
+    )
 
 
 @event()

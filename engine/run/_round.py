@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from ttc.engine._util._offloop import pause
 from ttc.engine._util._pool import bounded
-from ttc.engine.contract._errors import ProviderError
+from ttc.engine.contract._errors import ProviderError, Stalled
 from ttc.engine.contract._policy import Allotment, DemoPlan, DemoRef
 from ttc.engine.contract._state import Pick, RoundStats, RunState, Scored, count_into, sample_seed
 from ttc.engine.contract._types import (
@@ -248,7 +248,14 @@ class RoundRun:
         self.stats.rate_limited += error.kind == "rate_limited"
         key = self._key(job.row, job.k)
         self.ctx.budget.attempt_failed(error)
-        self.ctx.emit(Retried(*key, attempt, error.kind, str(error)[:500], round(delay, 3)))
+        said = str(error)[:500]
+        if isinstance(error, Stalled):  # its partial answer is kept for the record
+            partial = error.partial
+            self.ctx.emit(
+                Retried(*key, attempt, error.kind, said, round(delay, 3), partial, error.usage)
+            )
+        else:
+            self.ctx.emit(Retried(*key, attempt, error.kind, said, round(delay, 3)))
 
     def on_landed(self, job: Job, outcome: Outcome) -> None:
         """A sample's final outcome: journaled at once (a response, or its last error)."""
