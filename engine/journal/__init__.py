@@ -15,6 +15,7 @@ from ttc.engine.journal._events import (
     RunStarted,
     SampleFailed,
     SampleLanded,
+    StreamStalled,
 )
 from ttc.engine.journal._journal import (
     Journal,
@@ -43,6 +44,7 @@ __all__ = [
     "RunStarted",
     "SampleFailed",
     "SampleLanded",
+    "StreamStalled",
     "completed_samples",
     "decode",
     "encode",

@@ -8,9 +8,10 @@ directory written by an older version still resumes (`EVENTS` reads them back). 
 (`RunObserver.event`) sees the same values as they are written.
 
 Kinds (`ev`): `start`, `sample` (`SampleLanded` or `SampleFailed`), `verdict`, `judge`,
-`difficulty`, `retry`, `round`, `limiter`; batch mode's `batch_file`, `batch`, `batch_state`
-(`_batch_events`). The `limiter` events come with their writer, `sample_limiter`: the limiter
-sampled every second while rounds run, the run's timeline (`ttc report --timeline`).
+`difficulty`, `retry`, `stalled` (a stalled stream's partial answer), `round`, `limiter`; batch
+mode's `batch_file`, `batch`, `batch_state` (`_batch_events`). The `limiter` events come with
+their writer, `sample_limiter`: the limiter sampled every second while rounds run, the run's
+timeline (`ttc report --timeline`).
 """
 
 from __future__ import annotations
@@ -184,14 +185,20 @@ class Retried(_Keyed):
     error: str
     message: str = ""
     delay: float = 0.0
-    # A stalled stream's text so far, for the record (never judged), and its tokens, estimated
-    # from the text (`est`: the usage event never came); left out for every other failure.
-    partial: tuple[str, ...] = field(
-        default=(), metadata=spec(enc=list, dec=_strings, omit="empty")
-    )
-    partial_usage: Usage | None = field(
-        default=None, metadata=spec(key="est", enc=usage_list, dec=usage_of, omit="none")
-    )
+
+
+@event()
+@dataclass(frozen=True, slots=True)
+class StreamStalled(_Keyed):
+    """What a stalled stream of a sample's attempt had brought: its text so far, kept for the
+    record and never judged, and the tokens of it, estimated from the text (`est`: the usage
+    event comes last and never came). Written just before that attempt's `retry` (or its
+    failed `sample`, when it was the last)."""
+
+    KIND: ClassVar[str] = "stalled"
+    attempt: int
+    partial: tuple[str, ...] = field(metadata=_DEMOS)
+    estimated: Usage = field(metadata=spec(key="est", enc=usage_list, dec=usage_of))
 
 
 @event()
@@ -261,6 +268,7 @@ Event = (
     | Rated
     | DifficultyRated
     | Retried
+    | StreamStalled
     | RoundEnded
     | LimiterSampled
     | BatchFileUploaded
@@ -277,6 +285,7 @@ EVENTS = Codec(
     Rated,
     DifficultyRated,
     Retried,
+    StreamStalled,
     RoundEnded,
     LimiterSampled,
     BatchFileUploaded,

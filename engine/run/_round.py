@@ -34,7 +34,13 @@ from ttc.engine.contract._types import (
     Usage,
     Verdict,
 )
-from ttc.engine.journal._events import Judged, Retried, SampleFailed, SampleLanded
+from ttc.engine.journal._events import (
+    Judged,
+    Retried,
+    SampleFailed,
+    SampleLanded,
+    StreamStalled,
+)
 from ttc.engine.journal._journal import Replay, Replays, SampleKey
 from ttc.engine.run._dispatch import Landing, RoundContext
 from ttc.engine.run.batch._batch_round import BatchRound
@@ -248,14 +254,9 @@ class RoundRun:
         self.stats.rate_limited += error.kind == "rate_limited"
         key = self._key(job.row, job.k)
         self.ctx.budget.attempt_failed(error)
-        said = str(error)[:500]
         if isinstance(error, Stalled):  # its partial answer is kept for the record
-            partial = error.partial
-            self.ctx.emit(
-                Retried(*key, attempt, error.kind, said, round(delay, 3), partial, error.usage)
-            )
-        else:
-            self.ctx.emit(Retried(*key, attempt, error.kind, said, round(delay, 3)))
+            self.ctx.emit(StreamStalled(*key, attempt, error.partial, error.usage or Usage()))
+        self.ctx.emit(Retried(*key, attempt, error.kind, str(error)[:500], round(delay, 3)))
 
     def on_landed(self, job: Job, outcome: Outcome) -> None:
         """A sample's final outcome: journaled at once (a response, or its last error)."""
@@ -268,6 +269,8 @@ class RoundRun:
             err = outcome.error
             self.stats.rate_limited += err.kind == "rate_limited"
             message = str(err)[:500]
+            if isinstance(err, Stalled):  # the last attempt stalled: its partial answer too
+                ctx.emit(StreamStalled(*key, outcome.attempts, err.partial, err.usage or Usage()))
             ctx.emit(SampleFailed(*key, err.kind, message, outcome.attempts, demos, temperature))
             self._settle(job.row, job.k, None, Usage(), None, None, emit=False)
             ctx.budget.sample_failed(err)

@@ -29,6 +29,7 @@ from ttc.engine.journal import (
     RunStarted,
     SampleFailed,
     SampleLanded,
+    StreamStalled,
     decode,
     encode,
 )
@@ -132,8 +133,32 @@ def test_the_batch_api_journal_writes_and_reads_its_facts_as_before(
     assert _FACTS.decode(line) == fact
 
 
+# Kinds born after c798ef4, with the lines they write.
+NEWER: list[tuple[Any, dict[str, Any]]] = [
+    (
+        StreamStalled(2, "q5", 0, 3, ("The answer so f",), Usage(40, 4, 2)),
+        {
+            "ev": "stalled",
+            "round": 2,
+            "item": "q5",
+            "k": 0,
+            "attempt": 3,
+            "partial": ["The answer so f"],
+            "est": [40, 4, 2],
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("event", "line"), NEWER)
+def test_newer_kinds_write_their_lines_and_read_back(event: Any, line: dict[str, Any]) -> None:
+    assert orjson.dumps(encode(event)) == orjson.dumps(line)
+    assert EVENTS.decode(line) == event
+
+
 def test_every_registered_kind_is_covered() -> None:
-    covered = {type(e) for e in [*RUN_EVENTS, *BATCH_EVENTS, *(f for f, _ in API_FACTS)]}
+    events = [*RUN_EVENTS, *BATCH_EVENTS, *(f for f, _ in API_FACTS), *(e for e, _ in NEWER)]
+    covered = {type(e) for e in events}
     assert covered == set(_PLANS) - {_Probe}
 
 
