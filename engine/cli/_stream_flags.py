@@ -80,8 +80,8 @@ def stream_spec(args: argparse.Namespace, sampling: Sampling) -> StreamSpec:
     stream = getattr(args, "stream", None)
     if stream is None:
         stream = kind == "anthropic" and anthropic_should_stream(sampling)
-    if stream and kind in ("sim", "gemini"):
-        raise ConfigError(f"--stream: not with --provider {kind} (openai, azure, anthropic)")
+    if stream and kind == "sim":
+        raise ConfigError("--stream: not with --provider sim (an API provider's only)")
     return StreamSpec(
         api,
         bool(stream),

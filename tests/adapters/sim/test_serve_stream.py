@@ -14,6 +14,7 @@ import pytest
 from ttc.adapters.providers import (
     AnthropicProvider,
     Connection,
+    GeminiProvider,
     OpenAIProvider,
     OpenAIResponsesProvider,
     Streaming,
@@ -230,3 +231,39 @@ async def test_a_stalled_whole_body_holds_the_connection_open() -> None:
             with pytest.raises(TimeoutError):
                 async with asyncio.timeout(0.3):
                     await r.content.read()
+
+
+async def test_gemini_streams_through_google_genai(gym: ReasoningGymSuite) -> None:
+    """google-genai's generate_content_stream reads ttc serve's streamGenerateContent; ttc's
+    Gemini provider gets the same completion streamed as whole, and a stall is a Stalled."""
+    request = _request(gym)
+    async with running_server(ServeOptions(port=0, sim_thinking=0.5), gym, gym.items()) as server:
+        got = []
+        for stream in (None, Streaming(5, 5)):
+            provider = GeminiProvider(
+                "gemini-2.5-flash", base_url=server.url, connection=Connection(stream=stream)
+            )
+            try:
+                got.append(await provider.generate(request))
+            finally:
+                await provider.aclose()
+            assert provider.simulated
+        stats = server.stats()
+    whole, streamed = got
+    assert streamed.texts == whole.texts
+    assert streamed.texts[0]
+    assert streamed.usage == whole.usage
+    assert whole.usage.thinking_tokens > 0
+    assert streamed.finish_reasons == whole.finish_reasons == ("stop",)
+    assert stats["by_route"] == {"gemini.generate": 2}
+    async with running_server(ServeOptions(port=0, fault_stall=1.0, hang_s=60)) as server:
+        provider = GeminiProvider(
+            "g", base_url=server.url, connection=Connection(stream=Streaming(5, 0.3))
+        )
+        try:
+            with pytest.raises(Stalled) as stalled:
+                await provider.generate(_request(gym))
+        finally:
+            await provider.aclose()
+    assert stalled.value.partial
+    assert stalled.value.partial[0]
