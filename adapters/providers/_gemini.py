@@ -32,6 +32,10 @@ Usage: Gemini's JSON leaves out counts that are 0, so a missing count is 0, exce
 absurd count, and are estimated from the text (`ttc.adapters.providers._usage`), the response
 kept. A count that is not an integer at all never reaches us: the SDK's pydantic model refuses
 the whole response (Fatal, "unreadable response").
+
+With a `Connection.stream` the call is `generate_content_stream` (streamGenerateContent,
+`alt=sse`): each chunk awaited under the stream's first-byte and stall timeouts (`_sse`), a
+stall a `Stalled` with the text so far, the chunks merged into the response one call returns.
 """
 
 from __future__ import annotations

@@ -60,7 +60,11 @@ def totals(run: Path) -> dict[str, int]:
 
 
 # Anthropic's base URL is the API's root; thinking is asked for there.
-WIRES = {"openai": ("/v1",), "anthropic": ("", "--thinking-budget", "2048")}
+WIRES = {
+    "openai": ("/v1",),
+    "anthropic": ("", "--thinking-budget", "2048"),
+    "gemini": ("",),
+}
 
 
 @pytest.mark.slow
