@@ -97,3 +97,15 @@ def test_what_cannot_stream_or_speak_responses_is_refused(argv: tuple[str, ...],
 def test_the_timeouts_must_be_positive() -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["run", *OPENAI, "--stall-timeout", "0"])
+
+
+def test_replicas_stream_and_refuse_the_responses_api() -> None:
+    from ttc.engine.cli._servers import many_from
+
+    urls = ("--base-url", "http://127.0.0.1:9/v1", "--base-url", "http://127.0.0.1:10/v1")
+    replicas = many_from(run_args("--provider", "openai", "--model", "m", *urls, "--stream"))
+    assert replicas is not None
+    servers = [r.provider for r in replicas.replicas]
+    assert all(isinstance(p, OpenAIProvider) and p.stream is not None for p in servers)
+    with pytest.raises(ConfigError, match="--api responses: not with --base-url given more"):
+        many_from(run_args("--provider", "openai", "--model", "m", *urls, "--api", "responses"))
