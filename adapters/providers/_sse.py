@@ -118,8 +118,7 @@ async def read_stream(
     """Feeds `assembly` every event of `response` until its final one (see the docstring)."""
     who = assembly.who
     content = response.content
-    buffer = b""
-    data: list[bytes] = []
+    events = _Events(assembly)
     size = chunks = 0
     wait = streaming.first_byte_s
 
@@ -130,7 +129,7 @@ async def read_stream(
             what = f"stalled: nothing for {streaming.stall_s:g}s after {chunks} chunks"
         return Stalled(f"{who}: stream {what}", assembly.partial(), assembly.estimate())
 
-    while not assembly.done:
+    while True:
         chunk = await timed(wait, content.readany(), stalled)
         if not chunk:
             raise Transient(f"{who}: stream ended early (after {chunks} chunks)")
@@ -140,16 +139,33 @@ async def read_stream(
         if size > cap:
             response.close()
             raise too_large(who, cap)
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
+        if events.take(chunk):
+            return
+
+
+class _Events:
+    """Bytes into server-sent events, each event's data fed to an assembly."""
+
+    def __init__(self, assembly: Assembly) -> None:
+        self.assembly = assembly
+        self.buffer = b""
+        self.data: list[bytes] = []
+
+    def take(self, chunk: bytes) -> bool:
+        """Takes the next bytes; whether the final event has come."""
+        self.buffer += chunk
+        if b"\n" not in chunk:  # a long event still arriving: not split again and again
+            return False
+        *lines, self.buffer = self.buffer.split(b"\n")
         for line in lines:
             line = line.rstrip(b"\r")
             if line.startswith(b"data:"):
-                data.append(line[5:].lstrip(b" "))
-            elif not line and data:
-                if _dispatch(b"\n".join(data), assembly):
-                    return
-                data = []
+                self.data.append(line[5:].lstrip(b" "))
+            elif not line and self.data:
+                raw, self.data = b"\n".join(self.data), []
+                if _dispatch(raw, self.assembly):
+                    return True
+        return False
 
 
 def _dispatch(raw: bytes, assembly: Assembly) -> bool:
