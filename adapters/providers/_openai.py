@@ -21,6 +21,8 @@ here retries or sleeps. Failures become the engine's error tree in `_translate` 
       (/embeddings: without data)                           Transient("empty data")
     400, 404, 413, 422 and other 4xx                        BadRequest (server's message)
     InvalidURL                                              Fatal
+    a stream (Connection.stream) with no first byte, or     Stalled (a Transient), its text
+      silent between chunks (`_sse`)                          so far kept for the journal
 
 A choice whose content is null reads as "" with the server's finish reason (`tool_calls`), or,
 when the model refused, as its `refusal` text with the finish reason "refusal". Usage that is no
