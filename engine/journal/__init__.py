@@ -15,7 +15,6 @@ from ttc.engine.journal._events import (
     RunStarted,
     SampleFailed,
     SampleLanded,
-    StreamStalled,
 )
 from ttc.engine.journal._journal import (
     Journal,
@@ -44,7 +43,6 @@ __all__ = [
     "RunStarted",
     "SampleFailed",
     "SampleLanded",
-    "StreamStalled",
     "completed_samples",
     "decode",
     "encode",

@@ -8,8 +8,8 @@ directory written by an older version still resumes (`EVENTS` reads them back). 
 (`RunObserver.event`) sees the same values as they are written.
 
 Kinds (`ev`): `start`, `sample` (`SampleLanded` or `SampleFailed`), `verdict`, `judge`,
-`difficulty`, `retry`, `stalled` (a stalled stream's partial answer), `round`, `limiter`; batch
-mode's `batch_file`, `batch`, `batch_state` (`_batch_events`). The `limiter` events come with
+`difficulty`, `retry` (with a stalled stream's partial answer), `round`, `limiter`; batch mode's
+`batch_file`, `batch`, `batch_state` (`_batch_events`). The `limiter` events come with
 their writer, `sample_limiter`: the limiter sampled every second while rounds run, the run's
 timeline (`ttc report --timeline`).
 """
@@ -49,6 +49,14 @@ def usage_of(raw: Any, batch: bool = False) -> Usage:
     counts = [int(u) for u in raw]
     usage = Usage(counts[0], counts[1], counts[2], counts[3] if len(counts) == 4 else 0)
     return usage.bought_in_batch() if batch else usage
+
+
+def _usage_or_none(u: Usage | None) -> list[int] | None:
+    return None if u is None else usage_list(u)
+
+
+def _usage_or_none_of(raw: Any) -> Usage | None:
+    return None if raw is None else usage_of(raw)
 
 
 def _in_batch(u: Usage) -> bool:
@@ -185,20 +193,17 @@ class Retried(_Keyed):
     error: str
     message: str = ""
     delay: float = 0.0
-
-
-@event()
-@dataclass(frozen=True, slots=True)
-class StreamStalled(_Keyed):
-    """What a stalled stream of a sample's attempt had brought: its text so far, kept for the
-    record and never judged, and the tokens of it, estimated from the text (`est`: the usage
-    event comes last and never came). Written just before that attempt's `retry` (or its
-    failed `sample`, when it was the last)."""
-
-    KIND: ClassVar[str] = "stalled"
-    attempt: int
-    partial: tuple[str, ...] = field(metadata=_DEMOS)
-    estimated: Usage = field(metadata=spec(key="est", enc=usage_list, dec=usage_of))
+    # A stalled stream's text so far, kept for the record and never judged, and its tokens
+    # estimated from the text (`est`: the usage event comes last and never came); left out of
+    # the line for every other failure.
+    partial: tuple[str, ...] = field(
+        default=(), repr=False, metadata=spec(enc=list, dec=_strings, omit="empty")
+    )
+    estimated: Usage | None = field(
+        default=None,
+        repr=False,
+        metadata=spec(key="est", enc=_usage_or_none, dec=_usage_or_none_of, omit="none"),
+    )
 
 
 @event()
@@ -268,7 +273,6 @@ Event = (
     | Rated
     | DifficultyRated
     | Retried
-    | StreamStalled
     | RoundEnded
     | LimiterSampled
     | BatchFileUploaded
@@ -285,7 +289,6 @@ EVENTS = Codec(
     Rated,
     DifficultyRated,
     Retried,
-    StreamStalled,
     RoundEnded,
     LimiterSampled,
     BatchFileUploaded,

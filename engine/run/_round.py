@@ -39,7 +39,6 @@ from ttc.engine.journal._events import (
     Retried,
     SampleFailed,
     SampleLanded,
-    StreamStalled,
 )
 from ttc.engine.journal._journal import Replay, Replays, SampleKey
 from ttc.engine.run._dispatch import Landing, RoundContext
@@ -254,9 +253,12 @@ class RoundRun:
         self.stats.rate_limited += error.kind == "rate_limited"
         key = self._key(job.row, job.k)
         self.ctx.budget.attempt_failed(error)
+        said, delay = str(error)[:500], round(delay, 3)
         if isinstance(error, Stalled):  # its partial answer is kept for the record
-            self.ctx.emit(StreamStalled(*key, attempt, error.partial, error.usage or Usage()))
-        self.ctx.emit(Retried(*key, attempt, error.kind, str(error)[:500], round(delay, 3)))
+            partial, usage = error.partial, error.usage or Usage()
+            self.ctx.emit(Retried(*key, attempt, error.kind, said, delay, partial, usage))
+        else:
+            self.ctx.emit(Retried(*key, attempt, error.kind, said, delay))
 
     def on_landed(self, job: Job, outcome: Outcome) -> None:
         """A sample's final outcome: journaled at once (a response, or its last error)."""
@@ -269,8 +271,6 @@ class RoundRun:
             err = outcome.error
             self.stats.rate_limited += err.kind == "rate_limited"
             message = str(err)[:500]
-            if isinstance(err, Stalled):  # the last attempt stalled: its partial answer too
-                ctx.emit(StreamStalled(*key, outcome.attempts, err.partial, err.usage or Usage()))
             ctx.emit(SampleFailed(*key, err.kind, message, outcome.attempts, demos, temperature))
             self._settle(job.row, job.k, None, Usage(), None, None, emit=False)
             ctx.budget.sample_failed(err)

@@ -103,13 +103,9 @@ def test_a_streamed_run_through_stalls_counts_what_the_server_delivered(
     assert stats["by_fault"]["stall"] > 0
     assert len(stalls) == stats["by_fault"]["stall"]  # each stall found, retried
     assert all(e["error"] == "transient" for e in stalls)
-    # Each stall's partial answer is journaled for the record, its tokens estimated.
-    partials = [e for e in events if e["ev"] == "stalled"]
-    assert [(e["round"], e["item"], e["k"], e["attempt"]) for e in partials] == [
-        (e["round"], e["item"], e["k"], e["attempt"]) for e in stalls
-    ]
-    assert any(e["partial"][0] for e in partials)
-    assert all(e["est"][1] == 0 or e["partial"][0] for e in partials)
+    # Each stall's partial answer is journaled with its retry, its tokens estimated.
+    assert any(e["partial"][0] for e in stalls)
+    assert all(len(e["est"]) == 3 for e in stalls)
     assert summary(tmp_path / "run")["complete"] is True
     # Only whole answers are counted, by the run as by the server.
     assert totals(tmp_path / "run") == stats["tokens"]

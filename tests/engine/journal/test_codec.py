@@ -29,7 +29,6 @@ from ttc.engine.journal import (
     RunStarted,
     SampleFailed,
     SampleLanded,
-    StreamStalled,
     decode,
     encode,
 )
@@ -133,25 +132,28 @@ def test_the_batch_api_journal_writes_and_reads_its_facts_as_before(
     assert _FACTS.decode(line) == fact
 
 
-# Kinds born after c798ef4, with the lines they write.
+# Lines of fields born after c798ef4 (a stalled stream's retry), with what they write.
 NEWER: list[tuple[Any, dict[str, Any]]] = [
     (
-        StreamStalled(2, "q5", 0, 3, ("The answer so f",), Usage(40, 4, 2)),
+        Retried(2, "q5", 0, 3, "transient", "stalled", 0.5, ("The answer so f",), Usage(40, 4)),
         {
-            "ev": "stalled",
+            "ev": "retry",
             "round": 2,
             "item": "q5",
             "k": 0,
             "attempt": 3,
+            "error": "transient",
+            "message": "stalled",
+            "delay": 0.5,
             "partial": ["The answer so f"],
-            "est": [40, 4, 2],
+            "est": [40, 4, 0],
         },
     ),
 ]
 
 
 @pytest.mark.parametrize(("event", "line"), NEWER)
-def test_newer_kinds_write_their_lines_and_read_back(event: Any, line: dict[str, Any]) -> None:
+def test_newer_fields_write_their_lines_and_read_back(event: Any, line: dict[str, Any]) -> None:
     assert orjson.dumps(encode(event)) == orjson.dumps(line)
     assert EVENTS.decode(line) == event
 
