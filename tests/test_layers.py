@@ -236,12 +236,12 @@ def test_no_lines_joined_against_the_formatter(folder: str) -> None:
 
 
 def test_the_public_api_is_curated_and_every_name_loads() -> None:
-    """`ttc.engine` exports what a library user needs, at most 61 names, each of which loads from
+    """`ttc.engine` exports what a library user needs, at most 62 names, each of which loads from
     the sub-package it names; everything else is a sub-package's (or private)."""
     import ttc.engine
 
     names = ttc.engine.__all__
-    assert len(names) <= 61
+    assert len(names) <= 62
     assert sorted(names) == sorted(ttc.engine._HOMES) == dir(ttc.engine)
     for name in names:
         home = importlib.import_module(ttc.engine._HOMES[name])

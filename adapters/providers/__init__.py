@@ -10,6 +10,7 @@ from ttc._lazy import lazy_names
 if TYPE_CHECKING:
     from ttc.adapters.providers._anthropic import AnthropicProvider as AnthropicProvider
     from ttc.adapters.providers._azure import AzureOpenAIProvider as AzureOpenAIProvider
+    from ttc.adapters.providers._azure import AzureResponsesProvider as AzureResponsesProvider
     from ttc.adapters.providers._batch_anthropic import AnthropicBatchAPI as AnthropicBatchAPI
     from ttc.adapters.providers._batch_gemini import GeminiBatchAPI as GeminiBatchAPI
     from ttc.adapters.providers._batch_openai import OpenAIBatchAPI as OpenAIBatchAPI
@@ -22,8 +23,10 @@ if TYPE_CHECKING:
     from ttc.adapters.providers._http import is_local_url as is_local_url
     from ttc.adapters.providers._http import require_env_name as require_env_name
     from ttc.adapters.providers._openai import OpenAIProvider as OpenAIProvider
+    from ttc.adapters.providers._openai import OpenAIResponsesProvider as OpenAIResponsesProvider
     from ttc.adapters.providers._replicas import ReplicasProvider as ReplicasProvider
     from ttc.adapters.providers._replicas import openai_replicas as openai_replicas
+    from ttc.adapters.providers._sse import Streaming as Streaming
 
 # Each public name, and the module it is loaded from on first use (`_lazy`).
 _HOMES: dict[str, str] = {
@@ -31,6 +34,7 @@ _HOMES: dict[str, str] = {
     "AnthropicProvider": "ttc.adapters.providers._anthropic",
     "api_key_from": "ttc.adapters.providers._http",
     "AzureOpenAIProvider": "ttc.adapters.providers._azure",
+    "AzureResponsesProvider": "ttc.adapters.providers._azure",
     "Connection": "ttc.adapters.providers._connection",
     "GeminiBatchAPI": "ttc.adapters.providers._batch_gemini",
     "GeminiProvider": "ttc.adapters.providers._gemini",
@@ -39,10 +43,12 @@ _HOMES: dict[str, str] = {
     "openai_replicas": "ttc.adapters.providers._replicas",
     "OpenAIBatchAPI": "ttc.adapters.providers._batch_openai",
     "OpenAIProvider": "ttc.adapters.providers._openai",
+    "OpenAIResponsesProvider": "ttc.adapters.providers._openai",
     "ReplicasProvider": "ttc.adapters.providers._replicas",
     "require_env_name": "ttc.adapters.providers._http",
     "SIM_FINGERPRINT": "ttc.adapters.providers._http",
     "SIM_MODEL_SUFFIX": "ttc.adapters.providers._http",
+    "Streaming": "ttc.adapters.providers._sse",
 }
 
 __all__ = [
@@ -51,13 +57,16 @@ __all__ = [
     "AnthropicBatchAPI",
     "AnthropicProvider",
     "AzureOpenAIProvider",
+    "AzureResponsesProvider",
     "Connection",
     "GeminiBatchAPI",
     "GeminiProvider",
     "MissingKey",
     "OpenAIBatchAPI",
     "OpenAIProvider",
+    "OpenAIResponsesProvider",
     "ReplicasProvider",
+    "Streaming",
     "api_key_from",
     "is_local_url",
     "openai_replicas",

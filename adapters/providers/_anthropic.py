@@ -46,12 +46,15 @@ from ttc.adapters.providers._http import (
     redact,
     require_env_name,
 )
+from ttc.adapters.providers._sse import Streaming, post_stream
+from ttc.adapters.providers._streams import AnthropicAssembly
 from ttc.adapters.providers._transport import transport_errors
 from ttc.adapters.providers._usage import MISSING, UsageReader, answer_tokens, prompt_tokens
 from ttc.engine import (
     BadRequest,
     Completion,
     Provider,
+    ProviderError,
     RateInfo,
     Request,
     Sampling,
@@ -125,6 +128,8 @@ class AnthropicProvider(Provider):
         """One message; raises from the error tree."""
         if request.n != 1:
             raise BadRequest(f"{self.name}: the Messages API answers one response per request")
+        if self._connection.stream is not None:
+            return await self._streamed(request, self._connection.stream)
         payload = orjson.dumps(self.body(request))
         start = time.perf_counter()
         with self._translate():
@@ -135,6 +140,29 @@ class AnthropicProvider(Provider):
             data = orjson.loads(raw)
         rate = anthropic_rate_info(headers)
         return self._completion(data, request, time.perf_counter() - start, rate)
+
+    async def _streamed(self, request: Request, streaming: Streaming) -> Completion:
+        """One message streamed (`_streams.AnthropicAssembly`), read as a whole one is."""
+        body = {**self.body(request), "stream": True}
+        assembly = AnthropicAssembly(self.name, request.messages)
+        start = time.perf_counter()
+        with self._translate():
+            headers = await post_stream(
+                self._client(),
+                self._base.url(self._path),
+                orjson.dumps(body),
+                self._headers,
+                assembly,
+                streaming,
+                self._connection.max_response_bytes,
+                self._refused,
+            )
+        rate = anthropic_rate_info(headers)
+        return self._completion(assembly.body(), request, time.perf_counter() - start, rate)
+
+    def _refused(self, status: int, headers: Mapping[str, str], raw: bytes) -> ProviderError:
+        parsed = loads_or_text(raw)
+        return anthropic_error(status, headers, parsed, who=self.name, secret=self._secrets)
 
     async def aclose(self) -> None:
         """Closes the session if this provider created it."""

@@ -5,7 +5,9 @@
 The model is the deployment's name. The key goes in the `api-key` header (from `api_key`, else
 the variable `api_key_env`, AZURE_OPENAI_API_KEY by default); without one, a Microsoft Entra
 token from the variable `token_env` (AZURE_OPENAI_AD_TOKEN by default) goes as `Authorization:
-Bearer`. Azure takes no `top_k` (never sent). Its 429s carry `retry-after-ms` and `Retry-After`,
+Bearer`. `AzureResponsesProvider` sends to the Responses API at Azure's v1 route instead,
+`{endpoint}/openai/v1/responses` (no api-version; the deployment is the body's `model`). Azure
+takes no `top_k` (never sent). Its 429s carry `retry-after-ms` and `Retry-After`,
 its responses `x-ratelimit-remaining-*`: `ttc.adapters.providers._http` reads them as OpenAI's.
 """
 
@@ -20,7 +22,7 @@ from ttc.adapters.providers._http import MissingKey, api_key_from, is_local_url,
 from ttc.adapters.providers._openai import OpenAIProvider
 from ttc.engine import ConfigError
 
-__all__ = ["AZURE_API_VERSION", "AzureOpenAIProvider"]
+__all__ = ["AZURE_API_VERSION", "AzureOpenAIProvider", "AzureResponsesProvider"]
 
 AZURE_API_VERSION = "2024-10-21"
 """The latest generally available version of Azure OpenAI's inference API (data plane)."""
@@ -74,10 +76,25 @@ class AzureOpenAIProvider(OpenAIProvider):
             extra_body=extra_body,
             connection=connection,
         )
+        resource = self._base.root.rsplit("/openai/deployments/", 1)[0]
+        self._responses_url = f"{resource}/openai/v1/responses"
         self.api_version = api_version.strip()
         if key is not None and self._headers.get("Authorization") == f"Bearer {key}":
             del self._headers["Authorization"]
             self._headers["api-key"] = key
 
+    def responses_url(self) -> str:
+        """Azure's v1 route of the Responses API (the deployment is the body's `model`)."""
+        return self._responses_url
+
     def __repr__(self) -> str:
         return f"AzureOpenAIProvider(deployment={self.model!r}, base_url={self.base_url!r})"
+
+
+class AzureResponsesProvider(AzureOpenAIProvider):
+    """The Responses API of an Azure OpenAI resource, for its `deployment` (`_responses`)."""
+
+    api = "responses"
+
+    def __repr__(self) -> str:
+        return f"AzureResponsesProvider(deployment={self.model!r}, base_url={self.base_url!r})"

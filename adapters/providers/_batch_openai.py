@@ -3,7 +3,7 @@ official `openai` client: the control plane of batch mode (a few calls per batch
 
     upload   files.create(purpose="batch")            a JSONL file of chat-completion requests
     create   batches.create(completion_window="24h",  tagged with metadata {"ttc_tag": tag}
-             endpoint="/v1/chat/completions")
+             endpoint="/v1/chat/completions")         (/v1/responses with --api responses)
     poll     batches.retrieve
     results  files.content(output_file_id), files.content(error_file_id)
     find     batches.list, newest first, for a batch whose metadata holds the tag
@@ -83,14 +83,16 @@ class OpenAIBatchAPI(BatchAPI):
             timeout=300.0,
         )
         self._secrets = provider._secrets
+        # The provider's API is the batch's: its request lines and the answers read back.
+        self._url: Endpoint = "/v1/responses" if provider.api == "responses" else _ENDPOINT
 
     def encode(self, custom_id: str, request: Request) -> bytes:
         """The synchronous path's body, as a Batch input line."""
         line = {
             "custom_id": custom_id,
             "method": "POST",
-            "url": _ENDPOINT,
-            "body": self.provider._body(request),
+            "url": self._url,
+            "body": self.provider.request_body(request),
         }
         return orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
 
@@ -99,9 +101,10 @@ class OpenAIBatchAPI(BatchAPI):
             created = await self._client.files.create(file=(name, data), purpose="batch")
         return redact(created.id, self._secrets)
 
-    async def create(self, file_id: str, tag: str, endpoint: str = _ENDPOINT) -> BatchStatus:
-        """A batch of an uploaded file for `endpoint` (the requests' url; chat completions by
-        default)."""
+    async def create(self, file_id: str, tag: str, endpoint: str | None = None) -> BatchStatus:
+        """A batch of an uploaded file for `endpoint` (the requests' url; by default the
+        provider's API's: chat completions or responses)."""
+        endpoint = endpoint or self._url
         if endpoint not in get_args(Endpoint):
             raise BadRequest(f"{self.provider.name} batch: no Batch API for {endpoint!r}")
         with self._translate():
@@ -180,7 +183,10 @@ class OpenAIBatchAPI(BatchAPI):
             err = status_error(status, {}, body, who=self.provider.name, secret=self._secrets)
             return BatchResult(cid, None, err, "failed")
         try:
-            completion = self.provider._completion(body, None, 0.0, request)
+            if self._url == "/v1/responses":
+                completion = self.provider._response_completion(body, None, 0.0, request)
+            else:
+                completion = self.provider._completion(body, None, 0.0, request)
         except ProviderError as exc:
             return BatchResult(cid, None, exc, "failed")
         return BatchResult(cid, completion)

@@ -15,6 +15,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import aiohttp
 
 from ttc.adapters.providers._capped import MAX_RESPONSE_BYTES, capped_response, check_cap
+from ttc.adapters.providers._sse import Streaming
 from ttc.engine import ConfigError
 from ttc.engine._util import basic_token, redact_url, url_credentials
 
@@ -31,12 +32,15 @@ class Connection:
     it in `aclose`. There is no total timeout: the engine bounds each attempt itself.
     `max_response_bytes` caps every response body read (default 32 MiB; see `_capped`): a
     larger answer fails its request with ResponseTooLarge, read no further than the cap.
+    `stream`, if given, has answers streamed where the provider can and watched with its
+    first-byte and stall timeouts (`_sse`); None: each answer is read whole.
     """
 
     session: aiohttp.ClientSession | None = None
     max_connections: int = 0
     connect_timeout_s: float = 30.0
     max_response_bytes: int = MAX_RESPONSE_BYTES
+    stream: Streaming | None = None
 
     def check(self, who: str) -> None:
         """Refuses settings no session can have, naming the provider."""

@@ -32,6 +32,10 @@ Usage: Gemini's JSON leaves out counts that are 0, so a missing count is 0, exce
 absurd count, and are estimated from the text (`ttc.adapters.providers._usage`), the response
 kept. A count that is not an integer at all never reaches us: the SDK's pydantic model refuses
 the whole response (Fatal, "unreadable response").
+
+With a `Connection.stream` the call is `generate_content_stream` (streamGenerateContent,
+`alt=sse`): each chunk awaited under the stream's first-byte and stall timeouts (`_sse`), a
+stall a `Stalled` with the text so far, the chunks merged into the response one call returns.
 """
 
 from __future__ import annotations
@@ -39,8 +43,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus
 
@@ -57,6 +61,7 @@ from ttc.adapters.providers._http import (
     require_env_name,
     status_error,
 )
+from ttc.adapters.providers._sse import Streaming, timed
 from ttc.adapters.providers._usage import (
     MISSING,
     UsageReader,
@@ -76,6 +81,7 @@ from ttc.engine import (
     Usage,
 )
 from ttc.engine._util import url_credentials
+from ttc.engine.contract import Stalled
 
 if TYPE_CHECKING:
     from google import genai
@@ -187,11 +193,72 @@ class GeminiProvider(Provider):
         config = self._config(request)
         contents = _contents(request.messages)
         start = time.perf_counter()
+        streaming = self._connection.stream
         with self._translate():
-            response = await client.aio.models.generate_content(
-                model=self.model, contents=contents, config=config
-            )
+            if streaming is not None:
+                stream = client.aio.models.generate_content_stream(
+                    model=self.model, contents=contents, config=config
+                )
+                response = await self._streamed(stream, streaming, request)
+            else:
+                response = await client.aio.models.generate_content(
+                    model=self.model, contents=contents, config=config
+                )
         return self._completion(response, time.perf_counter() - start, request)
+
+    async def _streamed(
+        self,
+        started: Awaitable[AsyncIterator[types.GenerateContentResponse]],
+        streaming: Streaming,
+        request: Request,
+    ) -> types.GenerateContentResponse:
+        """streamGenerateContent's chunks, each awaited under the stream's timeouts
+        (`_sse.Streaming`), merged into the response a whole call would have returned."""
+        from google.genai import types
+
+        texts: dict[int, list[str]] = {}
+        last: dict[int, types.Candidate] = {}
+        final = types.GenerateContentResponse()
+
+        def stalled() -> Stalled:
+            partial = tuple("".join(texts.get(i, ())) for i in range(max(texts, default=-1) + 1))
+            usage = Usage(prompt_tokens(request.messages), answer_tokens(partial))
+            what = f"stalled: nothing for {streaming.stall_s:g}s" if texts else "no first byte"
+            return Stalled(f"{self.name}: stream {what}", partial, usage)
+
+        stream = await timed(streaming.first_byte_s, started, stalled)
+        chunks = aiter(stream)
+        wait = streaming.first_byte_s
+        try:
+            while True:
+                try:
+                    chunk = await timed(wait, anext(chunks), stalled)
+                except StopAsyncIteration:
+                    break
+                wait = streaming.stall_s
+                final = chunk
+                for position, candidate in enumerate(chunk.candidates or []):
+                    index = candidate.index if candidate.index is not None else position
+                    parts = candidate.content.parts if candidate.content else None
+                    texts.setdefault(index, []).append(_text(parts))
+                    last[index] = candidate
+        finally:
+            close = getattr(chunks, "aclose", None)
+            if close is not None:
+                with suppress(Exception):
+                    await close()
+        merged = [
+            c.model_copy(
+                update={
+                    "content": types.Content(
+                        role="model", parts=[types.Part(text="".join(texts[i]))]
+                    ),
+                    "index": i,
+                }
+            )
+            for i, c in sorted(last.items())
+        ]
+        return final.model_copy(update={"candidates": merged})
 
     async def aclose(self) -> None:
         """Closes the SDK client, and the session if this provider created it."""

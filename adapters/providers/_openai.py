@@ -21,6 +21,8 @@ here retries or sleeps. Failures become the engine's error tree in `_translate` 
       (/embeddings: without data)                           Transient("empty data")
     400, 404, 413, 422 and other 4xx                        BadRequest (server's message)
     InvalidURL                                              Fatal
+    a stream (Connection.stream) with no first byte, or     Stalled (a Transient), its text
+      silent between chunks (`_sse`)                          so far kept for the journal
 
 A choice whose content is null reads as "" with the server's finish reason (`tool_calls`), or,
 when the model refused, as its `refusal` text with the finish reason "refusal". Usage that is no
@@ -53,6 +55,9 @@ from ttc.adapters.providers._http import (
     require_env_name,
     status_error,
 )
+from ttc.adapters.providers._responses import responses_body, responses_output
+from ttc.adapters.providers._sse import post_stream
+from ttc.adapters.providers._streams import ChatAssembly, ResponsesAssembly
 from ttc.adapters.providers._transport import transport_errors
 from ttc.adapters.providers._usage import (
     MISSING,
@@ -61,10 +66,20 @@ from ttc.adapters.providers._usage import (
     cached_input,
     prompt_tokens,
 )
-from ttc.engine import BadRequest, Completion, Fatal, Provider, RateInfo, Request, Transient, Usage
+from ttc.engine import (
+    BadRequest,
+    Completion,
+    Fatal,
+    Provider,
+    ProviderError,
+    RateInfo,
+    Request,
+    Transient,
+    Usage,
+)
 from ttc.engine._util import redact_parsed
 
-__all__ = ["OpenAIProvider"]
+__all__ = ["OpenAIProvider", "OpenAIResponsesProvider"]
 
 _OPENAI_HOST = "api.openai.com"
 
@@ -80,8 +95,12 @@ class OpenAIProvider(Provider):
     server says (answers, messages, raw bodies), so an echoing server cannot get them written.
     `connection` says whose session carries the requests (see `Connection`; None: our own).
     `send_top_k` None sends top_k everywhere but api.openai.com, which rejects it. `extra_body`
-    is merged into every request body last (e.g. vLLM's `chat_template_kwargs`).
+    is merged into every request body last (e.g. vLLM's `chat_template_kwargs`). A
+    `connection` with `stream` streams every answer and watches it with its timeouts (`_sse`).
+    `api` is the class's: chat completions here, the Responses API in `OpenAIResponsesProvider`.
     """
+
+    api = "chat"
 
     def __init__(
         self,
@@ -97,6 +116,7 @@ class OpenAIProvider(Provider):
     ) -> None:
         connection = connection or Connection()
         check_provider(name, model, base_url, connection)
+        self.stream = connection.stream
         require_env_name(api_key_env, f"{name}: api_key_env")
         self.model = model
         self.name = name
@@ -131,6 +151,8 @@ class OpenAIProvider(Provider):
 
     async def generate(self, request: Request) -> Completion:
         """One chat completion with `request.n` choices; raises from the error tree."""
+        if self.stream is not None or self.api != "chat":
+            return await self._generate_other(request)
         payload = orjson.dumps(self._body(request))
         start = time.perf_counter()
         with self._translate():
@@ -141,6 +163,92 @@ class OpenAIProvider(Provider):
                 )
             data = orjson.loads(raw)
         return self._completion(data, rate_info(headers), time.perf_counter() - start, request)
+
+    async def _generate_other(self, request: Request) -> Completion:
+        """A streamed chat completion, or a response of the Responses API (streamed or not)."""
+        responses = self.api == "responses"
+        body = self.request_body(request)
+        start = time.perf_counter()
+        url = self.responses_url() if responses else self._base.url("/chat/completions")
+        with self._translate():
+            if self.stream is None:
+                status, headers, raw = await self._post(url, orjson.dumps(body))
+                if not 200 <= status < 300:
+                    parsed = loads_or_text(raw)
+                    raise status_error(status, headers, parsed, who=self.name, secret=self._secrets)
+                data = orjson.loads(raw)
+            else:
+                body["stream"] = True
+                if not responses:
+                    body["stream_options"] = {"include_usage": True}
+                assembly: ChatAssembly | ResponsesAssembly
+                assembly = (ResponsesAssembly if responses else ChatAssembly)(
+                    self.name, request.messages
+                )
+                headers = await post_stream(
+                    self._client(),
+                    url,
+                    orjson.dumps(body),
+                    self._headers,
+                    assembly,
+                    self.stream,
+                    self._connection.max_response_bytes,
+                    self._refused,
+                )
+                data = assembly.body()
+        latency = time.perf_counter() - start
+        if responses:
+            return self._response_completion(data, rate_info(headers), latency, request)
+        return self._completion(data, rate_info(headers), latency, request)
+
+    def request_body(self, request: Request) -> dict[str, Any]:
+        """The body of `request` in this provider's API (the batch files' too)."""
+        if self.api == "responses":
+            return responses_body(self.model, request, self.extra_body)
+        return self._body(request)
+
+    def responses_url(self) -> str:
+        """Where the Responses API is: /responses under the base URL."""
+        return self._base.url("/responses")
+
+    def _refused(self, status: int, headers: Mapping[str, str], raw: bytes) -> ProviderError:
+        parsed = loads_or_text(raw)
+        return status_error(status, headers, parsed, who=self.name, secret=self._secrets)
+
+    def _response_completion(
+        self, data: Any, rate: RateInfo | None, latency: float, request: Request
+    ) -> Completion:
+        """A Completion from a Responses API response."""
+        text, reason, summary = responses_output(data, self.name)
+        if data.get("system_fingerprint") == SIM_FINGERPRINT:
+            self.simulated = True  # `ttc serve` says so as on its chat completions
+        text = redact(text, self._secrets)
+        raw = data.get("usage")
+        usage = raw if isinstance(raw, dict) else {}
+        read = self._usage.count
+        prompt = read("input_tokens", usage.get("input_tokens", MISSING))
+        output = read("output_tokens", usage.get("output_tokens", MISSING))
+        details = usage.get("output_tokens_details")
+        reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        thinking = 0 if reasoning is None else read("reasoning_tokens", reasoning) or 0
+        if output is None:
+            thinking = answer_tokens([summary]) if reasoning is None else thinking
+        prompt = prompt_tokens(request.messages) if prompt is None else prompt
+        cached = usage.get("input_tokens_details")
+        cached = cached.get("cached_tokens") if isinstance(cached, dict) else None
+        return Completion(
+            texts=(text,),
+            usage=Usage(
+                prompt,
+                answer_tokens([text]) if output is None else max(0, output - thinking),
+                thinking,
+                cached_input(self._usage, "cached_tokens", cached, prompt),
+            ),
+            finish_reasons=(redact(reason, self._secrets),),
+            latency_s=latency,
+            model=redact(str(data.get("model") or self.model), self._secrets),
+            rate=rate,
+        )
 
     async def post_json(
         self, path: str, body: Mapping[str, Any]
@@ -189,6 +297,13 @@ class OpenAIProvider(Provider):
         async with self._client().post(
             self._base.url(path), data=payload, headers=self._headers
         ) as response:
+            raw = await read_capped(response, cap, self.name)
+            return response.status, response.headers, raw
+
+    async def _post(self, url: str, payload: bytes) -> tuple[int, Mapping[str, str], bytes]:
+        """`_send` to a whole URL (the Responses API's, which Azure keeps elsewhere)."""
+        cap = self._connection.max_response_bytes
+        async with self._client().post(url, data=payload, headers=self._headers) as response:
             raw = await read_capped(response, cap, self.name)
             return response.status, response.headers, raw
 
@@ -279,6 +394,16 @@ class OpenAIProvider(Provider):
             thinking,
             cached_input(self._usage, "cached_tokens", cached, prompt),
         )
+
+
+class OpenAIResponsesProvider(OpenAIProvider):
+    """OpenAI's Responses API (`POST /responses`, see `_responses`) in place of chat
+    completions: one answer per request, its reasoning summary read, batch mode's lines too."""
+
+    api = "responses"
+
+    def __repr__(self) -> str:
+        return f"OpenAIResponsesProvider(model={self.model!r}, base_url={self.base_url!r})"
 
 
 def _choice_order(pair: tuple[int, Any]) -> tuple[int, int]:

@@ -45,7 +45,7 @@ from ttc.adapters.sim._wire import Invalid
 __all__ = ["OpenAIBatches"]
 
 # What answers one chat-completion body: its 200 body, or (status, error message).
-Answer = Callable[[dict[str, Any]], Awaitable[tuple[int, dict[str, Any]]]]
+Answer = Callable[[dict[str, Any], str], Awaitable[tuple[int, dict[str, Any]]]]
 
 
 @dataclass(slots=True)
@@ -97,8 +97,8 @@ class OpenAIBatches:
         endpoint = body.get("endpoint")
         if not isinstance(file_id, str) or not file_id:
             raise Invalid("input_file_id: required")
-        if endpoint != "/v1/chat/completions":
-            raise Invalid(f"endpoint: only /v1/chat/completions is served, got {endpoint!r}")
+        if endpoint not in _ENDPOINTS:
+            raise Invalid(f"endpoint: only {', '.join(_ENDPOINTS)} are served, got {endpoint!r}")
         if body.get("completion_window") != "24h":
             raise Invalid("completion_window: must be '24h'")
         stored = self.files.get(file_id)
@@ -202,7 +202,7 @@ class OpenAIBatches:
                 err.append(_result(serial, line.custom_id, _response(500, body), None))
                 self.stats.failed += 1
                 continue
-            status_code, body = await answer(line.body)
+            status_code, body = await answer(line.body, record.endpoint)
             self.stats.answered += 1
             self.stats.count_tokens(body)
             target = out if status_code == 200 else err
@@ -224,6 +224,7 @@ class OpenAIBatches:
         return stored.id
 
 
+_ENDPOINTS = ("/v1/chat/completions", "/v1/responses")
 _UNDONE = {
     "batch_expired": "This request could not be executed before the completion window expired.",
     "batch_cancelled": "This request was not executed because the batch was cancelled.",

@@ -26,6 +26,7 @@ from ttc.adapters.sim._wire import JSON, Invalid, Route, TooLarge, read_body
 from ttc.adapters.sim._wire_anthropic import ANTHROPIC
 from ttc.adapters.sim._wire_gemini import GEMINI
 from ttc.adapters.sim._wire_openai import OPENAI
+from ttc.adapters.sim._wire_responses import RESPONSES
 
 __all__ = ["BatchRoutes"]
 
@@ -79,15 +80,19 @@ class BatchRoutes:
         # request that counted a prompt fail (a KeyError, a 500 on every poll).
         self._prompts.reset()
 
-    async def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """One batch line's body, answered as the synchronous route answers it."""
+    async def answer(
+        self, body: dict[str, Any], endpoint: str = "/v1/chat/completions"
+    ) -> tuple[int, dict[str, Any]]:
+        """One batch line's body, answered as the synchronous route of `endpoint` answers it
+        (chat completions, or the Responses API)."""
+        wire = RESPONSES if endpoint == "/v1/responses" else OPENAI
         try:
-            call = OPENAI.parse(body, _CHAT)
+            call = wire.parse(body, _CHAT)
         except Invalid as exc:
             return 400, orjson.loads(OPENAI.error(400, str(exc)))
         completion = await self._answerer.answer(call, self._prompts)
         self._serial += 1
-        return 200, OPENAI.body(call, completion, self._serial)
+        return 200, wire.body(call, completion, self._serial)
 
     async def answer_gemini(self, body: dict[str, Any], model: str) -> tuple[int, dict[str, Any]]:
         """One Gemini batch request, answered as the synchronous generateContent answers it."""

@@ -140,14 +140,17 @@ class BatchStats:
         self.by_route[name] = self.by_route.get(name, 0) + 1
 
     def count_tokens(self, body: dict[str, Any]) -> None:
-        """The usage of one answered request's body (OpenAI's chat completion)."""
+        """The usage of one answered request's body (OpenAI's chat completion, or a response
+        of the Responses API)."""
         usage = body.get("usage")
         if not isinstance(usage, dict):
             return
-        details = usage.get("completion_tokens_details") or {}
-        thinking = int(details.get("reasoning_tokens") or 0)
-        self.tokens[0] += int(usage.get("prompt_tokens") or 0)
-        self.tokens[1] += int(usage.get("completion_tokens") or 0) - thinking
+        responses = "output_tokens" in usage
+        details = usage.get("output_tokens_details" if responses else "completion_tokens_details")
+        thinking = int((details or {}).get("reasoning_tokens") or 0)
+        self.tokens[0] += int(usage.get("input_tokens" if responses else "prompt_tokens") or 0)
+        output = usage.get("output_tokens" if responses else "completion_tokens")
+        self.tokens[1] += int(output or 0) - thinking
         self.tokens[2] += thinking
 
     def count_gemini(self, body: dict[str, Any]) -> None:

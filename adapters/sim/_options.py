@@ -21,7 +21,7 @@ __all__ = [
     "per_window",
 ]
 
-FAULTS: tuple[str, ...] = ("500", "503", "reset", "truncated", "hang", "empty")
+FAULTS: tuple[str, ...] = ("500", "503", "reset", "truncated", "hang", "empty", "stall")
 """The injectable faults, as named by their `--fault-*` flags and in `/stats`."""
 
 _INTEGERS = ("port", "seed", "rpm", "tpm", "max_concurrency")
@@ -58,6 +58,7 @@ class ServeOptions:
     fault_truncated: float = 0.0
     fault_hang: float = 0.0
     fault_empty: float = 0.0
+    fault_stall: float = 0.0
     hang_s: float = 3600.0
     seed: int = 0
     sim_ability: float = 0.0
@@ -126,6 +127,8 @@ _HELP = {
     "fault_truncated": "probability of a 200 with truncated JSON",
     "fault_hang": "probability of never answering (until the client leaves or --hang-s)",
     "fault_empty": "probability of a 200 with no choices / candidates",
+    "fault_stall": "probability of an answer (streamed or whole) that stops halfway and holds "
+    "the connection open (until the client leaves or --hang-s)",
     "hang_s": "how long a hanging request waits before the connection is dropped",
     "seed": "seed of the simulator, the faults and the latencies",
     "sim_ability": "the simulator's ability (logit offset; higher solves more)",
@@ -161,7 +164,7 @@ def _check_type(name: str, value: object) -> None:
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the server's flags: --port, --rpm, --tpm, --max-concurrency, --window, --limit-kind,
     --reset-means, --latency,
-    --latency-sigma, --fault-{500,503,reset,truncated,hang,empty}, --hang-s, --seed,
+    --latency-sigma, --fault-{500,503,reset,truncated,hang,empty,stall}, --hang-s, --seed,
     --sim-ability, --sim-thinking. Values are checked by `ServeOptions` (ConfigError naming the
     flag); the suite flags (--suite, --data, --limit...) are the caller's."""
     group = parser.add_argument_group("server")

@@ -4,8 +4,10 @@ offline `sim`.
 Routes (aiohttp on 127.0.0.1, orjson bodies, no access log):
 
     POST /v1/chat/completions                          OpenAI chat completion
+    POST /v1/responses, /openai/v1/responses           OpenAI's Responses API (Azure's route)
     POST /v1/embeddings                                OpenAI embeddings (float or base64)
     POST /{v1,v1beta}/models/{model}:generateContent   Gemini generateContent
+         (:streamGenerateContent streamed)
     POST /{v1,v1beta}/models/{model}:batchEmbedContents, :embedContent   Gemini embeddings
     POST /v1/messages                                  Anthropic Messages
     POST /openai/deployments/{deployment}/chat/completions, /embeddings   Azure OpenAI
@@ -13,8 +15,8 @@ Routes (aiohttp on 127.0.0.1, orjson bodies, no access log):
     /v1/files, /v1/batches                             OpenAI's Batch API (`_batch_routes`)
     /v1/messages/batches                               Anthropic's Message Batches (the same)
 
-Each wire format is a module with one `Wire` object (`_wire_openai`, `_wire_gemini`,
-`_wire_anthropic`, `_wire_azure`; `WIRES`
+Each wire format is a module with one `Wire` object (`_wire_openai`, `_wire_responses`,
+`_wire_gemini`, `_wire_anthropic`, `_wire_azure`; `WIRES`
 below lists them); admission is shared (`_admission`), and so is what answers (`_answerer`: the
 sim for the served suite's prompts, generic prose otherwise).
 
@@ -31,6 +33,12 @@ oldest entry leaving too):
     Retry-After, retry-after-ms (a 429),   the time until the window has room again: its oldest
       Google RetryInfo, "try again in"       entries leave until it holds less than the limit
                                              (for requests, the oldest one)
+
+A request that asks to stream (`stream: true`, Gemini's streamGenerateContent) is answered with
+the wire's server-sent events (`_sse_events`); the faults touch a stream as they touch a body:
+`reset` drops it halfway, `truncated` ends it halfway, and `stall` (`--fault-stall`) sends half
+of it (of a whole body: half the bytes) and then nothing, the connection held open until the
+client leaves, --hang-s, or shutdown.
 
 Answers say they are simulated: OpenAI bodies carry `system_fingerprint` SIM_FINGERPRINT and
 Gemini bodies a `modelVersion` of the requested model plus SIM_MODEL_SUFFIX.
@@ -56,6 +64,7 @@ from ttc.adapters.sim._options import (
     add_serve_arguments,
     options_from_args,
 )
+from ttc.adapters.sim._sse_events import SSE, events
 from ttc.adapters.sim._wire import (
     JSON,
     SERVER_ERRORS,
@@ -70,6 +79,7 @@ from ttc.adapters.sim._wire_anthropic import ANTHROPIC, OVERLOADED, anthropic_he
 from ttc.adapters.sim._wire_azure import AZURE
 from ttc.adapters.sim._wire_gemini import GEMINI
 from ttc.adapters.sim._wire_openai import OPENAI
+from ttc.adapters.sim._wire_responses import RESPONSES
 from ttc.engine import Completion, Item, Suite, Usage
 
 __all__ = [
@@ -85,7 +95,7 @@ __all__ = [
 
 HOST = "127.0.0.1"
 
-WIRES: tuple[Wire, ...] = (OPENAI, GEMINI, ANTHROPIC, AZURE)
+WIRES: tuple[Wire, ...] = (OPENAI, RESPONSES, GEMINI, ANTHROPIC, AZURE)
 """The wire formats served, tried in order for each path; a new one is one more entry."""
 
 # The server's own routes, answered in OpenAI's envelope and not counted in /stats.
@@ -226,11 +236,47 @@ class _Server:
         data = orjson.dumps(payload)
         if fault is None:
             self.stats.answered(call.prompt)
-        elif fault == "truncated":
+        if call.stream or fault == "stall":
+            return await self._stream(request, wire, call, completion, fault, headers, data)
+        if fault == "truncated":
             data = data[: len(data) // 2]
         elif fault == "reset":
             return await self._reset(request, data, headers)
         return self._reply(200, data, headers)
+
+    async def _stream(
+        self,
+        request: web.BaseRequest,
+        wire: Wire,
+        call: Call,
+        completion: Completion,
+        fault: str | None,
+        headers: dict[str, str] | None,
+        data: bytes,
+    ) -> web.StreamResponse:
+        """A streamed answer (or a whole body that stalls), damaged as the fault says."""
+        self.stats.status(200)
+        response = web.StreamResponse(status=200, headers=headers)
+        if call.stream:
+            chunks = events(wire.name, call, completion, self._serial)
+            response.content_type = SSE
+        else:  # a whole body that stalls halfway: its length said, half of it sent
+            chunks = [data[: len(data) // 2], data[len(data) // 2 :]]
+            response.content_type = JSON
+            response.content_length = len(data)
+        if fault in ("stall", "reset", "truncated"):
+            chunks = chunks[: max(1, len(chunks) // 2)]
+        await response.prepare(request)
+        for chunk in chunks:
+            await response.write(chunk)
+        if fault == "stall":
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.closing.wait(), self.options.hang_s)
+            return self._drop(request, response)
+        if fault == "reset":
+            return self._drop(request, response)
+        await response.write_eof()
+        return response
 
     async def _hang(self, request: web.BaseRequest) -> web.StreamResponse:
         """Waits until the client leaves (the handler is cancelled), --hang-s, or shutdown."""

@@ -89,13 +89,17 @@ class Route:
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """A parsed generation request: what the simulator needs, and the prompt to decode."""
+    """A parsed generation request: what the simulator needs, and the prompt to decode;
+    `stream`: answered as server-sent events (`_sse_events`), with the usage in a last chunk
+    when `stream_usage` (OpenAI's `stream_options.include_usage`; the other formats always)."""
 
     messages: tuple[Message, ...]
     prompt: str
     sampling: Sampling
     n: int
     model: str
+    stream: bool = False
+    stream_usage: bool = True
 
 
 @dataclass(frozen=True, slots=True)

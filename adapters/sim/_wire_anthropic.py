@@ -5,7 +5,8 @@
 Requests are checked as the API checks them (400 `invalid_request_error`): `model`, `max_tokens`
 and a non-empty `messages` are required; `temperature` is in [0, 1]; extended thinking
 (`thinking: {"type": "enabled", "budget_tokens": B}`) needs 1024 <= B < max_tokens and takes
-no `temperature` but 1 and no `top_k`. Streaming is not served (400). The API takes no seed, so
+no `temperature` but 1 and no `top_k`. `stream: true` is answered as Anthropic's events
+(`_sse_events`). The API takes no seed, so
 each request is a fresh draw of the simulator, numbered by the wire (as sampling at a temperature
 above 0 is).
 
@@ -54,7 +55,7 @@ from ttc.adapters.sim._wire import (
 )
 from ttc.engine import Completion, Message, Sampling
 
-__all__ = ["ANTHROPIC", "ERROR_TYPES", "OVERLOADED", "anthropic_headers"]
+__all__ = ["ANTHROPIC", "ERROR_TYPES", "OVERLOADED", "anthropic_headers", "message_body"]
 
 _ROUTES = {"/v1/messages": Route("POST", "generate", "anthropic.generate")}
 ERROR_TYPES = {
@@ -108,11 +109,11 @@ class _Anthropic:
         # No seed in this API: every request is its own draw (see the module docstring).
         if call.sampling.seed is None:
             sampling = replace(call.sampling, seed=next(self._draws))
-            call = Call(call.messages, call.prompt, sampling, call.n, call.model)
+            call = replace(call, sampling=sampling)
         return call
 
     def body(self, call: Call, completion: Completion, serial: int) -> dict[str, Any]:
-        return _message_body(call, completion, serial)
+        return message_body(call, completion, serial)
 
     def parse_embed(self, body: dict[str, Any], route: Route) -> EmbedCall:
         raise Invalid("the Anthropic API has no embeddings")
@@ -190,8 +191,6 @@ def _parse_messages(body: dict[str, Any]) -> Call:
     max_tokens = integer(body, "max_tokens", "", 1)
     if max_tokens is None:
         raise Invalid("max_tokens: Field required")
-    if body.get("stream"):
-        raise Invalid("stream: ttc serve answers whole messages only")
     messages, prompt = _messages(body)
     temperature = number(body, "temperature", "")
     if temperature is not None and not 0 <= temperature <= 1:
@@ -204,10 +203,10 @@ def _parse_messages(body: dict[str, Any]) -> Call:
         thinking_budget=_thinking(body, max_tokens),
     )
     text = messages[-1].content if prompt is None else prompt
-    return Call(tuple(messages), text, sampling, 1, model)
+    return Call(tuple(messages), text, sampling, 1, model, stream=body.get("stream") is True)
 
 
-def _message_body(call: Call, c: Completion, serial: int) -> dict[str, Any]:
+def message_body(call: Call, c: Completion, serial: int) -> dict[str, Any]:
     u = c.usage
     content: list[dict[str, Any]] = []
     if u.thinking_tokens and c.texts:

@@ -1,6 +1,7 @@
 """`ttc serve`'s Gemini wire format: generateContent and embeddings, Google's error envelope.
 
     POST /{v1,v1beta}/models/{model}:generateContent
+    POST /{v1,v1beta}/models/{model}:streamGenerateContent   the same as server-sent events
     POST /{v1,v1beta}/models/{model}:batchEmbedContents, :embedContent
 
 Responses carry a `modelVersion` of the requested model plus SIM_MODEL_SUFFIX, so clients can tell
@@ -9,6 +10,7 @@ they are simulated; a 429 carries a google.rpc.RetryInfo, as Google's does, and 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -31,6 +33,7 @@ __all__ = ["GEMINI"]
 
 _ACTIONS = {
     "generateContent": ("generate", "gemini.generate"),
+    "streamGenerateContent": ("generate", "gemini.generate"),
     "batchEmbedContents": ("embed", "gemini.embed"),
     "embedContent": ("embed", "gemini.embed"),
 }
@@ -81,7 +84,8 @@ class _Gemini:
         return orjson.dumps({"error": err})
 
     def parse(self, body: dict[str, Any], route: Route) -> Call:
-        return _parse_generate(body, route.model)
+        call = _parse_generate(body, route.model)
+        return replace(call, stream=True) if route.variant == "streamGenerateContent" else call
 
     def body(self, call: Call, completion: Completion, serial: int) -> dict[str, Any]:
         return _generate_body(call, completion, serial)

@@ -30,7 +30,7 @@ from ttc.adapters.sim._wire import (
 )
 from ttc.engine import Completion, Message, Sampling
 
-__all__ = ["OPENAI"]
+__all__ = ["OPENAI", "chat_body"]
 
 _ROUTES = {
     "/v1/chat/completions": Route("POST", "generate", "openai.generate"),
@@ -64,7 +64,7 @@ class _OpenAI:
         return _parse_chat(body)
 
     def body(self, call: Call, completion: Completion, serial: int) -> dict[str, Any]:
-        return _chat_body(call, completion, serial)
+        return chat_body(call, completion, serial)
 
     def parse_embed(self, body: dict[str, Any], route: Route) -> EmbedCall:
         return _parse_embed(body)
@@ -130,10 +130,12 @@ def _parse_chat(body: dict[str, Any]) -> Call:
     )
     n = count(integer(body, "n", ""), "n")
     text = messages[-1].content if prompt is None else prompt
-    return Call(tuple(messages), text, sampling, n, model)
+    options = body.get("stream_options")
+    usage = isinstance(options, dict) and options.get("include_usage") is True
+    return Call(tuple(messages), text, sampling, n, model, body.get("stream") is True, usage)
 
 
-def _chat_body(call: Call, c: Completion, serial: int) -> dict[str, Any]:
+def chat_body(call: Call, c: Completion, serial: int) -> dict[str, Any]:
     finish = {"length": "length"}
     u = c.usage
     return {

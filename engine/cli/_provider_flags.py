@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from ttc.engine import ConfigError
 from ttc.engine.cli._sharedflags import add_shared_limits
 from ttc.engine.cli._spec import AZURE_API_VERSION, PROVIDERS, SERVICE_TIERS
+from ttc.engine.cli._stream_flags import add_stream_flags
 from ttc.engine.cli._usage import (
     natural_float,
     natural_int,
@@ -60,8 +61,10 @@ def add_provider_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--timeout",
         type=positive_float,
-        help="seconds per attempt (default: 300); with --service-tier flex, 900",
+        help="seconds per attempt (default: 300); with --service-tier flex, 900; with --stream, "
+        "3600",
     )
+    add_stream_flags(g)
     g.add_argument("--max-attempts", type=positive_int, default=6, help="attempts per sample")
     add_hedge(g)
     add_max_response_bytes(g)

@@ -35,7 +35,7 @@ def replicas(
 ) -> ReplicasProvider:
     """`model` at each of `urls` (OpenAI-compatible), each with --concurrency as its own cap."""
     from ttc.adapters import Connection
-    from ttc.adapters.providers import openai_replicas, require_env_name
+    from ttc.adapters.providers import Streaming, openai_replicas, require_env_name
     from ttc.engine.cli._provider_flags import key_named
 
     if kind != "openai":
@@ -48,13 +48,23 @@ def replicas(
     if not model:
         raise ConfigError(f"--model: required with --provider {kind}")
     require_env_name(api_key_env, "--api-key-env")
+    how = spec.provider.streaming
+    if how.api != "chat":
+        raise ConfigError(f"--api {how.api}: not with --base-url given more than once (replicas)")
+    stream = Streaming(how.first_byte_s, how.stall_s) if how.stream else None
     cap = spec.provider.max_response_bytes
+
+    def connection() -> Connection:
+        if cap is None:
+            return Connection(stream=stream)
+        return Connection(max_response_bytes=cap, stream=stream)
+
     tier = {"extra_body": {"service_tier": spec.provider.service_tier}}
     with key_named(f"--provider {kind}"):
         return openai_replicas(
             model,
             urls,
-            connection=Connection if cap is None else lambda: Connection(max_response_bytes=cap),
+            connection=connection,
             max_concurrency=spec.concurrency,
             timeout_s=spec.timeout_s * REPLICA_DEADLINE,
             api_key_env=api_key_env or "OPENAI_API_KEY",

@@ -20,6 +20,7 @@ from pathlib import Path
 from ttc.engine import ConfigError, RunConfig, Sampling
 from ttc.engine.cli._batchmode import BatchSpec, batch_spec
 from ttc.engine.cli._executor import ExecutorSpec
+from ttc.engine.cli._stream_flags import STREAM_TIMEOUT_S, StreamSpec, stream_spec
 
 SUITES = ("reasoning_gym", "math500", "minerva", "gpqa", "livecodebench", "custom")
 PROVIDERS = ("sim", "openai", "gemini", "anthropic", "azure")
@@ -34,6 +35,14 @@ PROTOCOLS = ("paper", "none")
 PAPER_MAX_TOKENS = {"gemini": 65_536, "openai": 32_768}
 REASONING_MODEL = re.compile(r"^(gpt-5|o\d)")
 ANTHROPIC_MIN_THINKING = 1024
+
+
+def default_timeout(service_tier: str | None, stream: bool) -> float:
+    """--timeout's default: an hour when streaming (stalls are caught by --stall-timeout), 15
+    minutes for the flex tier, else 5."""
+    if stream:
+        return STREAM_TIMEOUT_S
+    return FLEX_TIMEOUT_S if service_tier == "flex" else TIMEOUT_S
 
 
 def paper_decoding(provider: str, model: str | None) -> Sampling:
@@ -131,6 +140,8 @@ class ProviderSpec:
     # Azure OpenAI's api-version (None: the adapter's default); OpenAI's service_tier.
     api_version: str | None = None
     service_tier: str | None = None
+    # --api, --stream and its timeouts (`_stream_flags`).
+    streaming: StreamSpec = field(default_factory=StreamSpec)
     sim_ability: float = 0.0
     sim_latency: float = 0.0
     sim_thinking: float = 0.0
@@ -235,6 +246,7 @@ class RunSpec:
             if args.provider == "anthropic" and args.thinking_budget:  # see check_anthropic_...
                 base = replace(base, temperature=None, top_p=None, top_k=None)
             sampling = given_over(base, sampling)
+        streaming = stream_spec(args, sampling)
         return cls(
             suite=SuiteSpec.from_args(args),
             provider=ProviderSpec(
@@ -245,6 +257,7 @@ class RunSpec:
                 max_response_bytes=args.max_response_bytes,
                 api_version=args.api_version,
                 service_tier=args.service_tier,
+                streaming=streaming,
                 sim_ability=args.sim_ability,
                 sim_latency=args.sim_latency,
                 sim_thinking=args.sim_thinking,
@@ -262,8 +275,7 @@ class RunSpec:
             concurrency=args.concurrency,
             rpm=args.rpm,
             tpm=args.tpm,
-            timeout_s=args.timeout
-            or (FLEX_TIMEOUT_S if args.service_tier == "flex" else TIMEOUT_S),
+            timeout_s=args.timeout or default_timeout(args.service_tier, streaming.stream),
             max_attempts=args.max_attempts,
             hedge=args.hedge,
             verifier_workers=args.workers,

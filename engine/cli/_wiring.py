@@ -45,6 +45,7 @@ from ttc.engine.cli._spec import (
     SuiteSpec,
     check_anthropic_decoding,
 )
+from ttc.engine.cli._stream_flags import StreamSpec
 from ttc.engine.journal import matched_output_tokens
 from ttc.engine.journal._rundir import output_tokens_of
 from ttc.engine.run import Attempted
@@ -158,6 +159,7 @@ def provider_from(spec: ProviderSpec, seed: int, suite: Suite, items: Sequence[I
             spec.max_response_bytes,
             api_version=spec.api_version,
             service_tier=spec.service_tier,
+            streaming=spec.streaming,
         )
 
 
@@ -170,23 +172,28 @@ def api_provider(
     *,
     api_version: str | None = None,
     service_tier: str | None = None,
+    streaming: StreamSpec | None = None,
 ) -> Provider:
     """An OpenAI(-compatible), Gemini, Anthropic or Azure OpenAI provider; a missing model or
-    key is a ConfigError. `service_tier` is sent as OpenAI's `service_tier`."""
+    key is a ConfigError. `service_tier` is sent as OpenAI's `service_tier`; `streaming` says
+    which API and whether answers stream (`_stream_flags`)."""
     from ttc.adapters import Connection
-    from ttc.adapters.providers import require_env_name
+    from ttc.adapters.providers import Streaming, require_env_name
 
     if not model:
         raise ConfigError(f"--model: required with --provider {kind}")
     require_env_name(api_key_env, "--api-key-env")
-    connection = Connection()
+    how = streaming or StreamSpec()
+    stream = Streaming(how.first_byte_s, how.stall_s) if how.stream else None
+    connection = Connection(stream=stream)
     if max_response_bytes is not None:
-        connection = Connection(max_response_bytes=max_response_bytes)
+        connection = Connection(max_response_bytes=max_response_bytes, stream=stream)
     tier = {"service_tier": service_tier} if service_tier else None
     if kind == "openai":
-        from ttc.adapters import OpenAIProvider
+        from ttc.adapters.providers import OpenAIProvider, OpenAIResponsesProvider
 
-        return OpenAIProvider(
+        openai = OpenAIResponsesProvider if how.api == "responses" else OpenAIProvider
+        return openai(
             model,
             base_url=base_url or "https://api.openai.com/v1",
             api_key_env=api_key_env or "OPENAI_API_KEY",
@@ -194,14 +201,15 @@ def api_provider(
             connection=connection,
         )
     if kind == "azure":
-        from ttc.adapters.providers import AzureOpenAIProvider
+        from ttc.adapters.providers import AzureOpenAIProvider, AzureResponsesProvider
 
         if not base_url:
             raise ConfigError(
                 "--base-url: required with --provider azure: the resource endpoint, "
                 "https://NAME.openai.azure.com"
             )
-        return AzureOpenAIProvider(
+        azure = AzureResponsesProvider if how.api == "responses" else AzureOpenAIProvider
+        return azure(
             model,
             endpoint=base_url,
             api_version=api_version or AZURE_API_VERSION,

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ttc.engine.contract._errors import ProviderError as ProviderError
     from ttc.engine.contract._errors import RateLimited as RateLimited
     from ttc.engine.contract._errors import ResponseTooLarge as ResponseTooLarge
+    from ttc.engine.contract._errors import Stalled as Stalled
     from ttc.engine.contract._errors import Transient as Transient
     from ttc.engine.contract._errors import TtcError as TtcError
     from ttc.engine.contract._errors import VerifierError as VerifierError
@@ -96,6 +97,7 @@ _HOMES: dict[str, str] = {
     "Sampling": "ttc.engine.contract._types",
     "SolvedView": "ttc.engine.contract._policy",
     "Suite": "ttc.engine.contract._types",
+    "Stalled": "ttc.engine.contract._errors",
     "Transient": "ttc.engine.contract._errors",
     "TtcError": "ttc.engine.contract._errors",
     "Usage": "ttc.engine.contract._types",
@@ -142,6 +144,7 @@ __all__ = [
     "RunState",
     "Sampling",
     "SolvedView",
+    "Stalled",
     "Suite",
     "Transient",
     "TtcError",

@@ -7,6 +7,7 @@
     └── ProviderError        one attempt of one request failed
         ├── RateLimited      429 / quota: retry, no sooner than `retry_after`
         ├── Transient        5xx, reset, timeout, truncated body: retry with backoff
+        │   └── Stalled      a stream that stopped mid-answer: its partial text kept, not judged
         ├── BadRequest       the request itself is wrong: do not retry this request
         │   └── ResponseTooLarge  its answer is over the response cap: it would be again
         └── Fatal            auth, unknown model, garbage from the provider: do not retry;
@@ -20,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ttc.engine.contract._types import RateInfo
+    from ttc.engine.contract._types import RateInfo, Usage
 
 
 class TtcError(Exception):
@@ -65,6 +66,21 @@ class Transient(ProviderError):
 
     retryable = True
     kind = "transient"
+
+
+class Stalled(Transient):
+    """A streamed answer that stopped arriving (no first byte, or no chunk for the stall timeout).
+
+    Retried as any Transient; `partial` holds each sample's text received so far and `usage` its
+    tokens, estimated (the usage event comes last and never came), for the journal's record: a
+    partial answer is never judged nor cached."""
+
+    def __init__(
+        self, message: str, partial: tuple[str, ...] = (), usage: Usage | None = None
+    ) -> None:
+        super().__init__(message)
+        self.partial = partial
+        self.usage = usage
 
 
 class BadRequest(ProviderError):

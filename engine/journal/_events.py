@@ -8,11 +8,11 @@ directory written by an older version still resumes (`EVENTS` reads them back). 
 (`RunObserver.event`) sees the same values as they are written.
 
 Kinds (`ev`): `start`, `sample` (`SampleLanded` or `SampleFailed`), `verdict`, `judge`,
-`difficulty`, `retry`, `round`, `limiter`, `control`; batch mode's `batch_file`, `batch`,
-`batch_state` (`_batch_events`). The `limiter` events come with their writer, `sample_limiter`:
-the limiter sampled every second while rounds run, the run's timeline (`ttc report
---timeline`). The `control` events are `ttc ctl`'s changes to a running run (`steer` applies
-one; `replay_steered` replays them into a resumed run's limiter).
+`difficulty`, `retry` (with a stalled stream's partial answer), `round`, `limiter`, `control`;
+batch mode's `batch_file`, `batch`, `batch_state` (`_batch_events`). The `limiter` events come
+with their writer, `sample_limiter`: the limiter sampled every second while rounds run, the
+run's timeline (`ttc report --timeline`). The `control` events are `ttc ctl`'s changes to a
+running run (`steer` applies one; `replay_steered` replays them into a resumed run's limiter).
 """
 
 from __future__ import annotations
@@ -50,6 +50,14 @@ def usage_of(raw: Any, batch: bool = False) -> Usage:
     counts = [int(u) for u in raw]
     usage = Usage(counts[0], counts[1], counts[2], counts[3] if len(counts) == 4 else 0)
     return usage.bought_in_batch() if batch else usage
+
+
+def _usage_or_none(u: Usage | None) -> list[int] | None:
+    return None if u is None else usage_list(u)
+
+
+def _usage_or_none_of(raw: Any) -> Usage | None:
+    return None if raw is None else usage_of(raw)
 
 
 def _in_batch(u: Usage) -> bool:
@@ -186,6 +194,17 @@ class Retried(_Keyed):
     error: str
     message: str = ""
     delay: float = 0.0
+    # A stalled stream's text so far, kept for the record and never judged, and its tokens
+    # estimated from the text (`est`: the usage event comes last and never came); left out of
+    # the line for every other failure.
+    partial: tuple[str, ...] = field(
+        default=(), repr=False, metadata=spec(enc=list, dec=_strings, omit="empty")
+    )
+    estimated: Usage | None = field(
+        default=None,
+        repr=False,
+        metadata=spec(key="est", enc=_usage_or_none, dec=_usage_or_none_of, omit="none"),
+    )
 
 
 @event()

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from ttc.engine._util._offloop import pause
 from ttc.engine._util._pool import bounded
-from ttc.engine.contract._errors import ProviderError
+from ttc.engine.contract._errors import ProviderError, Stalled
 from ttc.engine.contract._policy import Allotment, DemoPlan, DemoRef
 from ttc.engine.contract._state import Pick, RoundStats, RunState, Scored, count_into, sample_seed
 from ttc.engine.contract._types import (
@@ -34,7 +34,12 @@ from ttc.engine.contract._types import (
     Usage,
     Verdict,
 )
-from ttc.engine.journal._events import Judged, Retried, SampleFailed, SampleLanded
+from ttc.engine.journal._events import (
+    Judged,
+    Retried,
+    SampleFailed,
+    SampleLanded,
+)
 from ttc.engine.journal._journal import Replay, Replays, SampleKey
 from ttc.engine.run._dispatch import Landing, RoundContext
 from ttc.engine.run.batch._batch_round import BatchRound
@@ -248,7 +253,12 @@ class RoundRun:
         self.stats.rate_limited += error.kind == "rate_limited"
         key = self._key(job.row, job.k)
         self.ctx.budget.attempt_failed(error)
-        self.ctx.emit(Retried(*key, attempt, error.kind, str(error)[:500], round(delay, 3)))
+        said, delay = str(error)[:500], round(delay, 3)
+        if isinstance(error, Stalled):  # its partial answer is kept for the record
+            partial, usage = error.partial, error.usage or Usage()
+            self.ctx.emit(Retried(*key, attempt, error.kind, said, delay, partial, usage))
+        else:
+            self.ctx.emit(Retried(*key, attempt, error.kind, said, delay))
 
     def on_landed(self, job: Job, outcome: Outcome) -> None:
         """A sample's final outcome: journaled at once (a response, or its last error)."""

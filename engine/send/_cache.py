@@ -341,8 +341,25 @@ class ResponseCache:
         self.close()
 
 
+TRUNCATED = frozenset({"length", "max_tokens", "MAX_TOKENS"})
+"""The finish reasons of an answer cut by its output limit: OpenAI's (chat completions, and the
+Responses API's as its adapter reads it), Anthropic's and Gemini's."""
+
+
+def truncated(completion: Completion) -> bool:
+    """Whether any answer of `completion` was cut by its output limit."""
+    return any(reason in TRUNCATED for reason in completion.finish_reasons)
+
+
 class ProviderCache:
     """A `ResponseCache` as one provider sees it: keyed by its identity, with hits and misses.
+
+    A truncated answer (`truncated`: finish reason length) is kept apart from finished ones,
+    under a key of its own that holds the output limit that cut it, and is served only to a
+    request with that very limit: never as a finished answer, nor to a request that asked for
+    more tokens (or for the provider's default, which may be more). One cut under the default
+    limit (none asked) is not kept: what cut it is not known. A stream cut by a stall never
+    reaches the cache: it is an error (`Stalled`), and errors are not cached.
 
     The `Sender` looks a request up here before it waits for a rate-limit slot, so answers from
     the cache never pay for requests per minute, and stores each completion it buys. `hits`
@@ -364,9 +381,18 @@ class ProviderCache:
         """The cache key of `request`: one entry per request, n > 1 samples included."""
         return cache_key(self.identity, self.model, request, sample_index=0)
 
+    def cut_key(self, request: Request) -> str:
+        """Where a truncated answer to `request` is kept (see the class docstring)."""
+        return cache_key(self.identity + "#cut", self.model, request, sample_index=0)
+
     def lookup(self, request: Request) -> Completion | None:
         """The cached completion for `request`, if any (counted as a hit)."""
+        limited = request.sampling.max_output_tokens is not None
         cached = self.cache.get(self.key(request))
+        if cached is not None and not limited and truncated(cached):
+            cached = None  # kept with the finished ones before the rule: cut by an unknown limit
+        if cached is None and limited:
+            cached = self.cache.get(self.cut_key(request))
         if cached is not None:
             self.hits += 1
         return cached
@@ -376,8 +402,11 @@ class ProviderCache:
         self.misses += 1
 
     def store(self, request: Request, completion: Completion) -> None:
-        """Keeps a completion the provider returned."""
-        self.cache.put(self.key(request), completion)
+        """Keeps a completion the provider returned; a truncated one apart, if at all."""
+        if not truncated(completion):
+            self.cache.put(self.key(request), completion)
+        elif request.sampling.max_output_tokens is not None:
+            self.cache.put(self.cut_key(request), completion)
 
     def flush(self) -> None:
         """Commits what is pending."""

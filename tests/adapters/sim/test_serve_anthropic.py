@@ -155,7 +155,6 @@ async def test_the_official_client_sees_overloaded_and_rate_limit_errors(
             {"thinking": {"type": "enabled", "budget_tokens": 2000}, "temperature": 0.3},
             "temperature may only be set to 1",
         ),
-        ({"stream": True}, "stream"),
     ],
 )
 async def test_bad_requests_are_refused_as_the_api_does(

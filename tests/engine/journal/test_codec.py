@@ -150,8 +150,34 @@ def test_a_steered_change_writes_its_line_and_reads_back(event: Any, line: dict[
     assert BATCH_JOURNAL.decode(line) == event
 
 
+# Lines of fields born after c798ef4 (a stalled stream's retry), with what they write.
+NEWER: list[tuple[Any, dict[str, Any]]] = [
+    (
+        Retried(2, "q5", 0, 3, "transient", "stalled", 0.5, ("The answer so f",), Usage(40, 4)),
+        {
+            "ev": "retry",
+            "round": 2,
+            "item": "q5",
+            "k": 0,
+            "attempt": 3,
+            "error": "transient",
+            "message": "stalled",
+            "delay": 0.5,
+            "partial": ["The answer so f"],
+            "est": [40, 4, 0],
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("event", "line"), NEWER)
+def test_newer_fields_write_their_lines_and_read_back(event: Any, line: dict[str, Any]) -> None:
+    assert orjson.dumps(encode(event)) == orjson.dumps(line)
+    assert EVENTS.decode(line) == event
+
+
 def test_every_registered_kind_is_covered() -> None:
-    facts = [*(f for f, _ in API_FACTS), *(e for e, _ in STEERED)]
+    facts = [*(f for f, _ in API_FACTS), *(e for e, _ in STEERED), *(e for e, _ in NEWER)]
     covered = {type(e) for e in [*RUN_EVENTS, *BATCH_EVENTS, *facts]}
     assert covered == set(_PLANS) - {_Probe}
 

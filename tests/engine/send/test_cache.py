@@ -26,6 +26,7 @@ from ttc.engine import (
     Transient,
     Usage,
 )
+from ttc.engine.contract import Stalled
 from ttc.engine.send._cache import CachingProvider, ProviderCache, ResponseCache, cache_key
 from ttc.engine.send._limiter import Limiter
 from ttc.engine.send._retry import RetryPolicy
@@ -605,3 +606,88 @@ def test_a_cache_written_before_the_simulated_label_gains_it_and_keeps_its_entri
         answer = cache.get("sim")
         assert answer is not None
         assert answer.simulated
+
+
+# ---- truncated answers
+
+
+@dataclass
+class CuttingProvider(Provider):
+    """Answers within the request's output limit: cut ("length") under 10 tokens, else whole;
+    or stalls mid-stream when `stall` is set, once."""
+
+    name: str = "cutting"
+    model: str = "cutting-1"
+    calls: int = 0
+    stall: bool = False
+
+    async def generate(self, request: Request) -> Completion:
+        self.calls += 1
+        if self.stall:
+            self.stall = False
+            raise Stalled("stream stalled", ("The answer is",), Usage(3, 3, 0))
+        limit = request.sampling.max_output_tokens
+        cut = limit is not None and limit < 10
+        text = "The answer is" if cut else "The answer is 4."
+        return Completion(
+            (text,), Usage(3, limit if cut and limit else 5), ("length" if cut else "stop",)
+        )
+
+
+def _limited(limit: int | None) -> Request:
+    return Request((Message("user", "2+2?"),), Sampling(seed=1, max_output_tokens=limit))
+
+
+async def test_a_truncated_answer_is_never_served_to_a_request_that_asked_for_more(
+    tmp_path: Path,
+) -> None:
+    inner = CuttingProvider()
+    with ResponseCache(tmp_path / "c.sqlite3") as cache:
+        provider = CachingProvider(inner, cache)
+        cut = await provider.generate(_limited(5))
+        assert cut.finish_reasons == ("length",)
+        # The same request, the same limit: the cut answer is its answer, served as cut.
+        assert await provider.generate(_limited(5)) == cut
+        assert inner.calls == 1
+        # More tokens asked for, or the provider's default: sent, answered whole.
+        more = await provider.generate(_limited(100))
+        default = await provider.generate(_limited(None))
+        assert (more.finish_reasons, default.finish_reasons) == (("stop",), ("stop",))
+        assert inner.calls == 3
+        # The whole answers are served from the cache in turn; the cut one never in their place.
+        assert await provider.generate(_limited(100)) == more
+        assert await provider.generate(_limited(None)) == default
+        assert await provider.generate(_limited(5)) == cut
+        assert inner.calls == 3
+        # Kept apart: not under the key a finished answer to that request would have.
+        assert cache.get(provider.responses.key(_limited(5))) is None
+        assert cache.get(provider.responses.cut_key(_limited(5))) == cut
+
+
+async def test_a_cut_answer_under_no_limit_is_not_kept_nor_one_cached_before_the_rule(
+    tmp_path: Path,
+) -> None:
+    inner = CuttingProvider()
+    with ResponseCache(tmp_path / "c.sqlite3") as cache:
+        responses = ProviderCache(cache, inner)
+        cut = Completion(("The answer is",), Usage(3, 9), ("length",))
+        responses.store(_limited(None), cut)  # cut by a limit nobody asked for
+        assert len(cache) == 0
+        # An entry written before the rule, a cut answer among the finished ones.
+        cache.put(responses.key(_limited(None)), cut)
+        assert responses.lookup(_limited(None)) is None
+        cache.put(responses.key(_limited(5)), cut)  # its own limit: still its answer
+        assert responses.lookup(_limited(5)) == cut
+
+
+async def test_a_stalled_stream_is_not_cached(tmp_path: Path) -> None:
+    inner = CuttingProvider(stall=True)
+    with ResponseCache(tmp_path / "c.sqlite3") as cache:
+        responses = ProviderCache(cache, inner)
+        sender = Sender(inner, Limiter(), RetryPolicy(base_delay=0.0), 10.0, cache=responses)
+        outcome = await sender.send_with_retry(Job(0, 1, 0, _limited(100), est_tokens=10))
+        assert outcome.attempts == 2
+        assert outcome.completion is not None
+        assert outcome.completion.texts == ("The answer is 4.",)
+        assert responses.lookup(_limited(100)) == outcome.completion
+        assert len(cache) == 1
