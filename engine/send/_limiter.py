@@ -318,15 +318,27 @@ class Limiter:
 
     async def _wait_for_rates(self, est_tokens: int) -> float | None:
         await self._pass_gate()
-        if self._shared is not None:
-            started: float | None = await self._take_shared(est_tokens)
-        else:
-            started = None if self._requests is None else await self._requests.take()
-            if self._tpm_pace is not None and est_tokens > 0:
-                await self._tpm_pace.take(est_tokens)
-        if self._paused:  # paused while it waited for its rate: held all the same
-            await self._pass_gate()
-        return started
+        while True:
+            if self._shared is not None:
+                started: float | None = await self._take_shared(est_tokens)
+            else:
+                started = None if self._requests is None else await self._requests.take()
+                if self._tpm_pace is not None and est_tokens > 0:
+                    await self._tpm_pace.take(est_tokens)
+            if not self._paused:
+                return started
+            await self._held(est_tokens)
+
+    async def _held(self, est_tokens: int) -> None:
+        """Paused (`ttc ctl pause`) after taking its rate: the tokens go back and the request
+        waits at the gate, then takes its rate again. Sent at the resume on the rate taken
+        before the pause, every such request would go at once, over the limit."""
+        if est_tokens > 0:
+            if self._shared is not None:
+                self._shared.charge(-est_tokens, self._tpm, self._period, self._headroom)
+            elif self._tpm_pace is not None:
+                self._tpm_pace.charge(-est_tokens)
+        await self._pass_gate()
 
     async def _take_shared(self, est_tokens: int) -> float:
         """One request unit and `est_tokens` tokens from the shared quota (`share`)."""
@@ -339,26 +351,30 @@ class Limiter:
     ) -> float | None:
         """`_wait_for_rates`, each step timed (`timing`): `asked_ns` and `asked` are when the
         slot was asked for, on the wall clock and on `perf_counter` (the cap's wait ends now).
-        A shared quota's wait is one step, counted as the request window's."""
+        A shared quota's wait is one step, counted as the request window's; a pause, as the
+        gate's."""
         clock = time.perf_counter
         t0 = clock()
         await self._pass_gate()
-        t1 = clock()
-        if self._shared is not None:
-            started: float | None = await self._take_shared(est_tokens)
-            t2 = t3 = clock()
-        else:
-            started = None if self._requests is None else await self._requests.take()
-            t2 = clock()
-            if self._tpm_pace is not None and est_tokens > 0:
-                await self._tpm_pace.take(est_tokens)
-            t3 = clock()
-        held = 0.0
-        if self._paused:  # paused while it waited for its rate: held at the gate all the same
-            await self._pass_gate()
-            held = clock() - t3
-        granted_ns = asked_ns + int((t3 + held - asked) * 1e9)
-        note_wait(Waited(asked_ns, granted_ns, t0 - asked, t1 - t0 + held, t2 - t1, t3 - t2))
+        gate, window, tokens = clock() - t0, 0.0, 0.0
+        while True:
+            a = clock()
+            if self._shared is not None:
+                started: float | None = await self._take_shared(est_tokens)
+                b = c = clock()
+            else:
+                started = None if self._requests is None else await self._requests.take()
+                b = clock()
+                if self._tpm_pace is not None and est_tokens > 0:
+                    await self._tpm_pace.take(est_tokens)
+                c = clock()
+            window, tokens = window + b - a, tokens + c - b
+            if not self._paused:
+                break
+            await self._held(est_tokens)
+            gate += clock() - c
+        granted_ns = asked_ns + int((clock() - asked) * 1e9)
+        note_wait(Waited(asked_ns, granted_ns, t0 - asked, gate, window, tokens))
         return started
 
     def reconcile(self, estimated: int, actual: int) -> None:

@@ -378,3 +378,31 @@ async def test_a_window_of_a_few_requests_is_paced(clock: FakeClock) -> None:
     await run_until(clock, tasks, until=40.0, step=0.05)
     assert limiter.window is None
     assert server.refused == 0
+
+
+@pytest.mark.parametrize("tpm", [None, 60_000])
+async def test_a_pause_does_not_release_a_burst_at_the_resume(
+    clock: FakeClock, tpm: int | None
+) -> None:
+    # 10 requests a second; 8 wait on the pace when `ttc ctl pause` comes. Had they kept the
+    # rate units taken before it, all 8 would start at the resume, over the limit.
+    limiter = Limiter(rpm=600, tpm=tpm, max_concurrency=8, headroom=0.0)
+    starts: list[float] = []
+
+    async def one() -> None:
+        async with limiter.slot(est_tokens=100):
+            starts.append(clock.elapsed)
+            await asyncio.sleep(0)
+
+    tasks = spawn(40, one)
+    await advance(clock, 0.5)
+    limiter.pause()
+    await advance(clock, 2.5)
+    held = len(starts)
+    limiter.unpause()
+    await run_until(clock, tasks, until=10.0)
+    assert len(starts) == 40
+    assert not [t for t in starts if 0.55 < t < 2.5]  # nothing started while paused
+    assert sum(2.5 <= t < 2.6 for t in starts) <= 2  # the resume is paced, not a burst
+    assert most_in_any_window([t for t in starts if t >= 2.5], 1.0) <= 11
+    assert held <= 7
