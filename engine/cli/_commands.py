@@ -111,10 +111,20 @@ def compared(spec: RunSpec) -> tuple[str, ...]:
     return tuple(sorted(methods, key=lambda m: m != "elim"))
 
 
+# The vendors' own URLs, where no --base-url is given: a quota's key names the URL requests go
+# to, so `ttc run` and `ttc batch` on one model find the same quota whether or not they spell it.
+VENDOR_URLS = {
+    "openai": "https://api.openai.com/v1",  # as `ttc batch` defaults it (`_batch`)
+    "anthropic": "https://api.anthropic.com",
+    "gemini": "https://generativelanguage.googleapis.com",
+}
+
+
 def shared_quota_of(spec: RunSpec) -> AbstractAsyncContextManager[SharedQuota | None]:
     """The quota --shared-limits names for the policy model (None without it)."""
     p = spec.provider
-    return shared_quota(spec.shared_limits, spec.quota_name, p.kind, p.base_url, p.model)
+    url = p.base_url or VENDOR_URLS.get(p.kind)
+    return shared_quota(spec.shared_limits, spec.quota_name, p.kind, url, p.model)
 
 
 def out_dir(spec: RunSpec) -> Path:
@@ -540,9 +550,10 @@ def without_flag(argv: list[str], flag: str) -> list[str]:
 
 
 def withheld_credential(args: argparse.Namespace) -> str | None:
-    """The flag (--base-url, --embed-base-url) of a resumed command line whose URL lost its
-    credential when the run was stored, so it must be given again; None when none did."""
-    for flag in ("--base-url", "--embed-base-url"):
+    """The flag (--base-url, --embed-base-url, --shared-limits) of a resumed command line whose
+    URL lost its credential when the run was stored, so it must be given again; None when none
+    did."""
+    for flag in ("--base-url", "--embed-base-url", "--shared-limits"):
         value = getattr(args, flag[2:].replace("-", "_"), None)
         urls = value if isinstance(value, list) else [value]  # --base-url may be repeated
         if any(isinstance(url, str) and withheld(url) for url in urls):

@@ -108,3 +108,26 @@ def test_a_stored_command_line_that_names_none_of_them_resumes_anywhere(tmp_path
     run = _run_dir(tmp_path, ["run", "--limit", "2", "--rounds", "1"])
     run.chmod(0o777)
     assert not isinstance(_parse(["resume", str(run)]), int)
+
+
+def test_a_shared_limits_url_that_held_a_password_must_be_given_again() -> None:
+    from ttc.engine._util import redact_argv
+    from ttc.engine.cli._commands import withheld_credential
+    from ttc.engine.cli._parser import build_parser
+
+    stored = redact_argv(["run", "--shared-limits", "redis://:s3cret@127.0.0.1:6379/0"])
+    assert "s3cret" not in " ".join(stored)
+    parser = build_parser("run")
+    assert withheld_credential(parser.parse_args(stored)) == "--shared-limits"
+    plain = ["run", "--shared-limits", "redis://127.0.0.1:6379/0"]
+    assert withheld_credential(parser.parse_args(plain)) is None
+
+
+def test_a_run_and_a_batch_on_the_vendors_url_share_one_quota_key() -> None:
+    from ttc.engine.cli._batch import OPENAI_BASE_URL
+    from ttc.engine.cli._commands import VENDOR_URLS
+    from ttc.engine.send._shared import quota_key
+
+    # `ttc batch` names OpenAI's URL by default; `ttc run` leaves it unset.
+    batch = quota_key("openai", OPENAI_BASE_URL, "gpt-4o-mini", None)
+    assert quota_key("openai", VENDOR_URLS["openai"], "gpt-4o-mini", None) == batch
