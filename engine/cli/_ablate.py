@@ -25,8 +25,9 @@ from typing import Any
 import orjson
 
 from ttc.engine._util import redact_argv
-from ttc.engine.cli._commands import EXIT_PROVIDER, Session, share_warmup
+from ttc.engine.cli._commands import EXIT_PROVIDER, Session, share_warmup, shared_quota_of
 from ttc.engine.cli._executor import verifiers_for
+from ttc.engine.cli._otel import traced
 from ttc.engine.cli._progress import Progress
 from ttc.engine.cli._spec import RunSpec
 from ttc.engine.cli._usage import ttc_command
@@ -37,6 +38,7 @@ from ttc.engine.contract._types import Item, Suite
 from ttc.engine.journal._lock import RunLock
 from ttc.engine.journal._rundir import RunDir, items_sha256, write_atomic
 from ttc.engine.report._ablation import paired_effect, unsolved_after_warmup, verdicts_after
+from ttc.engine.run._observer import RunObserver
 from ttc.engine.run._result import RunResult
 from ttc.engine.run._runinfo import SIM_NOTE, require_journal, run_begun
 from ttc.engine.send._limiter import Limiter
@@ -125,7 +127,11 @@ async def cmd_ablate(spec: RunSpec, session: Session, args: argparse.Namespace) 
     )
     out.mkdir(exist_ok=True)
     with RunLock.of_dir(out):
-        async with verifiers_for(spec.executor, suite, spec.verifier_workers) as session.verifiers:
+        async with (
+            shared_quota_of(spec) as session.shared,  # --shared-limits: the arms' one limiter
+            traced(spec.otel, "ablate") as session.tracing,
+            verifiers_for(spec.executor, suite, spec.verifier_workers) as session.verifiers,
+        ):
             invocation = {"argv": redact_argv(args.argv), "cwd": os.getcwd()}
             arms = _Arms(spec, session, arm_config, suite, invocation)
             results = await arms.run(strategies, items, journal, out)
@@ -179,6 +185,9 @@ class _Arms:
                 begun = share_warmup(journal, out / arm / "journal.jsonl", config.warmup_rounds)
             resume[arm] = begun
         limiter = Limiter(config.rpm, config.tpm, config.concurrency)
+        session = self.session
+        if session.shared is not None:
+            limiter.share(session.shared)
         async with (
             wire(self.spec, config, self.suite, items) as wired,
             contextlib.AsyncExitStack() as stack,
@@ -191,11 +200,19 @@ class _Arms:
                     resume=resume[arm],
                     progress=Progress(live=False),  # two runs at once: no status line
                     invocation=self.invocation | {"arm": arm},
-                    verifiers=self.session.verifiers,
+                    verifiers=session.verifiers,
+                    observers=self._observers(wired.provider.model, arm),
                 )
                 for arm in ARMS
             ]
             for engine in engines:
-                self.session.engines.append(await stack.enter_async_context(engine))
+                session.engines.append(await stack.enter_async_context(engine))
             done = await asyncio.gather(*(e.run(items) for e in engines))
         return dict(zip(ARMS, done, strict=True))
+
+    def _observers(self, model: str, arm: str) -> list[RunObserver]:
+        """An arm's spans (--otel), named for its arm."""
+        tracing = self.session.tracing
+        if tracing is None:
+            return []
+        return [tracing.observer(self.spec.provider.kind, model, f"{self.config.method}-{arm}")]

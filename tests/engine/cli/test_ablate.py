@@ -95,3 +95,21 @@ def test_a_compare_directory_names_its_runs(
     (tmp_path / "invocation.json").write_text('{"argv": ["compare", "--limit", "2"]}')
     assert main(["ablate", str(tmp_path)]) == 2
     assert f"name one of its runs, e.g. {tmp_path / 'adpt'}" in capsys.readouterr().err
+
+
+def test_shared_limits_are_the_arms_not_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A quota shared through Redis holds the ablation's requests too: Redis unreachable is the
+    # same one line as for `ttc run`, never a silent fall back to local limits.
+    run = tmp_path / "run"
+    assert main([*RUN[:2], "12", *RUN[3:], "--out", str(run)]) == 0
+    capsys.readouterr()
+    code = main(["ablate", str(run), "-q", "--shared-limits", "redis://127.0.0.1:1/0"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--shared-limits" in err
+    assert "unreachable" in err
+    assert not (run / "ablation" / "with" / "journal.jsonl").exists() or not [
+        e for e in read_journal(run / "ablation" / "with" / "journal.jsonl") if e.get("round") == 2
+    ]
