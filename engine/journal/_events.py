@@ -267,6 +267,8 @@ def replay_steered(limiter: Limiter, changes: Iterable[LimitsSteered]) -> Limits
             concurrency = change.concurrency if change.concurrency is not None else concurrency
     if rpm is None and tpm is None and concurrency is None:
         return None
+    if concurrency is not None:  # a resume started for fewer places keeps to them
+        concurrency = min(concurrency, limiter.started_with)
     replayed = LimitsSteered("set", rpm, tpm, concurrency)
     steer(limiter, replayed)
     return replayed

@@ -157,6 +157,9 @@ class Limiter:
         self._period = period
         self._headroom = headroom
         self._max_concurrency = max_concurrency
+        # The ceiling the run's workers were started for: `retune` may lower it, and raise it
+        # back no higher (no worker would take the places above it).
+        self.started_with = max_concurrency
         self._learn_window = learn_window
         # Neither pace nor the cap touches the event loop until first used, so a Limiter can be
         # built before the loop runs (in config loading, say).
@@ -224,16 +227,24 @@ class Limiter:
     ) -> None:
         """Sets the RPM, TPM or concurrency ceiling in force (None: that one as it is). The new
         rates start from now: a schedule run ahead is not carried over."""
+        _positive_or_none("rpm", rpm)  # each checked before anything changes: all or nothing
+        _positive_or_none("tpm", tpm)
+        if concurrency is not None:
+            if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+                raise ConfigError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+            if concurrency > self.started_with:
+                raise ConfigError(
+                    f"concurrency {concurrency}: at most the {self.started_with} the run started "
+                    "with (its workers were started for that many)"
+                )
         # The paces change in place: requests already waiting on them go by the new rates.
         if rpm is not None:
-            _positive_or_none("rpm", rpm)
             if self._requests is None:
                 self._set_rpm(rpm)
             else:
                 self._rpm = rpm
                 self._requests.retime(self._period / (rpm * (1 - self._headroom)))
         if tpm is not None:
-            _positive_or_none("tpm", tpm)
             if self._tpm_pace is None:
                 self._set_tpm(tpm)
             else:
@@ -241,8 +252,6 @@ class Limiter:
                 rate = tpm * (1 - self._headroom) / self._period
                 self._tpm_pace.retime(rate, max(1.0, tpm * self._headroom))
         if concurrency is not None:
-            if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-                raise ConfigError(f"concurrency must be an integer >= 1, got {concurrency!r}")
             self._max_concurrency = concurrency
             self._cap.ceiling = concurrency
             self._cap.cap = float(concurrency)

@@ -197,3 +197,17 @@ async def test_a_socket_left_by_a_killed_process_is_replaced_and_a_live_one_kept
         async with control_served(path, _controller(Limiter(rpm=1), [])) as second:
             assert second is None  # another process serves it: left alone
         assert (await _ask(path, action="status"))["status"]["rpm"] == 60
+
+
+async def test_a_concurrency_above_the_runs_own_is_refused_whole() -> None:
+    limiter = Limiter(rpm=600, max_concurrency=8)
+    with pytest.raises(ConfigError, match="at most the 8 the run started with"):
+        limiter.retune(rpm=1200, concurrency=16)
+    assert (limiter.rpm, limiter.max_concurrency) == (600, 8)  # nothing half applied
+    limiter.retune(concurrency=4)
+    limiter.retune(concurrency=8)  # back up to where it started
+    assert limiter.max_concurrency == 8
+    # A resume started for fewer places than a `set` left keeps to its own.
+    resumed = Limiter(rpm=600, max_concurrency=2)
+    assert replay_steered(resumed, [LimitsSteered("set", concurrency=6)]) is not None
+    assert resumed.max_concurrency == 2
