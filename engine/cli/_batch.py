@@ -110,6 +110,13 @@ async def cmd_batch(args: argparse.Namespace) -> int:
             "--hedge: the Batch API never sends a request twice (a batch has no stragglers to "
             "copy); drop --hedge or --via-batch-api"
         )
+    if args.via_batch_api:  # what sends request by request, which the Batch API does not
+        for flag, given in (("--otel", args.otel), ("--shared-limits", args.shared_limits)):
+            if given:
+                raise ConfigError(
+                    f"{flag}: the Batch API is sent as one file, with no request of its own to "
+                    f"trace or pace; drop {flag} or --via-batch-api"
+                )
     cap = args.max_response_bytes
     # The model goes in each body; the provider's own is only for its messages.
     with key_named("ttc batch"):

@@ -695,3 +695,16 @@ def test_via_batch_api_refuses_several_models_or_too_many_embedding_inputs_at_on
     assert why is not None
     assert "at most 50,000 embedding inputs" in why
     assert refused(many[:5], None) is None
+
+
+@pytest.mark.parametrize("flag", [["--otel"], ["--shared-limits", "redis://127.0.0.1:1/0"]])
+async def test_via_batch_api_refuses_what_paces_or_traces_requests_one_by_one(
+    tmp_path: Path, flag: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    write_input(tmp_path / "in.jsonl", [request("a")])
+    args = parse([str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "o.jsonl"), *flag])
+    args.via_batch_api = True
+    with pytest.raises(ConfigError, match=f"{flag[0]}: the Batch API is sent as one file"):
+        await cmd_batch(args)
+    assert not (tmp_path / "o.jsonl").exists()
