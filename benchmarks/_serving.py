@@ -56,12 +56,7 @@ class ServeProcess:
     ) -> None:
         proc = self._proc
         if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _stop(proc)
             if proc.stdout is not None:
                 proc.stdout.close()
 
@@ -122,13 +117,17 @@ class RedisProcess:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        proc = self._proc
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        if self._proc is not None:
+            _stop(self._proc)
         if self._dir is not None:
             self._dir.cleanup()
+
+
+def _stop(proc: subprocess.Popen[Any]) -> None:
+    """Ends a server process: asked first, killed after 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
