@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -82,6 +83,24 @@ from ttc.engine._util import redact_parsed
 __all__ = ["OpenAIProvider", "OpenAIResponsesProvider"]
 
 _OPENAI_HOST = "api.openai.com"
+
+
+@dataclass(frozen=True, slots=True)
+class _UsageNames:
+    """Where a body's usage keeps its counts: chat completions' names or the Responses API's."""
+
+    prompt: str
+    output: str
+    output_details: str
+    prompt_details: str
+
+
+_CHAT = _UsageNames(
+    "prompt_tokens", "completion_tokens", "completion_tokens_details", "prompt_tokens_details"
+)
+_RESPONSES = _UsageNames(
+    "input_tokens", "output_tokens", "output_tokens_details", "input_tokens_details"
+)
 
 
 class OpenAIProvider(Provider):
@@ -223,27 +242,10 @@ class OpenAIProvider(Provider):
         if data.get("system_fingerprint") == SIM_FINGERPRINT:
             self.simulated = True  # `ttc serve` says so as on its chat completions
         text = redact(text, self._secrets)
-        raw = data.get("usage")
-        usage = raw if isinstance(raw, dict) else {}
-        read = self._usage.count
-        prompt = read("input_tokens", usage.get("input_tokens", MISSING))
-        output = read("output_tokens", usage.get("output_tokens", MISSING))
-        details = usage.get("output_tokens_details")
-        reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
-        thinking = 0 if reasoning is None else read("reasoning_tokens", reasoning) or 0
-        if output is None:
-            thinking = answer_tokens([summary]) if reasoning is None else thinking
-        prompt = prompt_tokens(request.messages) if prompt is None else prompt
-        cached = usage.get("input_tokens_details")
-        cached = cached.get("cached_tokens") if isinstance(cached, dict) else None
+        usage = self._read_usage(data.get("usage", MISSING), request, (text,), _RESPONSES, summary)
         return Completion(
             texts=(text,),
-            usage=Usage(
-                prompt,
-                answer_tokens([text]) if output is None else max(0, output - thinking),
-                thinking,
-                cached_input(self._usage, "cached_tokens", cached, prompt),
-            ),
+            usage=usage,
             finish_reasons=(redact(reason, self._secrets),),
             latency_s=latency,
             model=redact(str(data.get("model") or self.model), self._secrets),
@@ -375,18 +377,29 @@ class OpenAIProvider(Provider):
             rate=rate,
         )
 
-    def _read_usage(self, raw: Any, request: Request, texts: tuple[str, ...]) -> Usage:
-        """The usage of a body, each count that is no count estimated (see the docstring)."""
+    def _read_usage(
+        self,
+        raw: Any,
+        request: Request,
+        texts: tuple[str, ...],
+        names: _UsageNames = _CHAT,
+        summary: str | None = None,
+    ) -> Usage:
+        """The usage of a body (chat completions' field names, or the Responses API's), each
+        count that is no count estimated (see the docstring); `summary`, a reasoning summary
+        whose tokens stand for thinking where the output is not counted."""
         usage = raw if isinstance(raw, dict) else {}
         read = self._usage.count
-        prompt = read("prompt_tokens", usage.get("prompt_tokens", MISSING))
-        completion = read("completion_tokens", usage.get("completion_tokens", MISSING))
-        details = usage.get("completion_tokens_details")
+        prompt = read(names.prompt, usage.get(names.prompt, MISSING))
+        completion = read(names.output, usage.get(names.output, MISSING))
+        details = usage.get(names.output_details)
         reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
         # Absent or null reasoning tokens are none (models that do not reason send no details).
         thinking = 0 if reasoning is None else read("reasoning_tokens", reasoning) or 0
+        if completion is None and reasoning is None and summary is not None:
+            thinking = answer_tokens([summary])
         prompt = prompt_tokens(request.messages) if prompt is None else prompt
-        cached = usage.get("prompt_tokens_details")
+        cached = usage.get(names.prompt_details)
         cached = cached.get("cached_tokens") if isinstance(cached, dict) else None
         return Usage(
             prompt,
