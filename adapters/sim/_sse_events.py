@@ -26,6 +26,7 @@ import orjson
 from ttc.adapters.providers._http import SIM_FINGERPRINT, SIM_MODEL_SUFFIX
 from ttc.adapters.sim._wire import Call
 from ttc.adapters.sim._wire_anthropic import message_body
+from ttc.adapters.sim._wire_gemini import usage_metadata
 from ttc.adapters.sim._wire_openai import chat_body
 from ttc.adapters.sim._wire_responses import response_body, response_output
 from ttc.engine import Completion
@@ -162,20 +163,13 @@ def _anthropic(call: Call, completion: Completion, serial: int) -> list[bytes]:
 
 def _gemini(call: Call, completion: Completion, serial: int) -> list[bytes]:
     finish = {"length": "MAX_TOKENS"}
-    u = completion.usage
     version = call.model + SIM_MODEL_SUFFIX
     out: list[bytes] = []
     for i, text in enumerate(completion.texts):
         for p in _pieces(text):
             candidate = {"content": {"role": "model", "parts": [{"text": p}]}, "index": i}
             out.append(_data({"candidates": [candidate], "modelVersion": version}))
-    usage = {
-        "promptTokenCount": u.input_tokens,
-        "candidatesTokenCount": u.output_tokens,
-        "totalTokenCount": u.input_tokens + u.output_tokens + u.thinking_tokens,
-    }
-    if u.thinking_tokens:
-        usage["thoughtsTokenCount"] = u.thinking_tokens
+    usage = usage_metadata(completion.usage)
     last = [
         {
             "content": {"role": "model", "parts": [{"text": ""}]},

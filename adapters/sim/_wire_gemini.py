@@ -27,9 +27,9 @@ from ttc.adapters.sim._wire import (
     integer,
     number,
 )
-from ttc.engine import Completion, Message, Sampling
+from ttc.engine import Completion, Message, Sampling, Usage
 
-__all__ = ["GEMINI"]
+__all__ = ["GEMINI", "usage_metadata"]
 
 _ACTIONS = {
     "generateContent": ("generate", "gemini.generate"),
@@ -154,9 +154,8 @@ def _parse_generate(body: dict[str, Any], model: str) -> Call:
     return Call(tuple(messages), text, sampling, n, model)
 
 
-def _generate_body(call: Call, c: Completion, serial: int) -> dict[str, Any]:
-    finish = {"length": "MAX_TOKENS"}
-    u = c.usage
+def usage_metadata(u: Usage) -> dict[str, int]:
+    """A response's `usageMetadata`, whole or as a stream's last chunk says it."""
     usage = {
         "promptTokenCount": u.input_tokens,
         # Gemini counts thoughts apart from the candidates, and omits a zero count.
@@ -165,6 +164,12 @@ def _generate_body(call: Call, c: Completion, serial: int) -> dict[str, Any]:
     }
     if u.thinking_tokens:
         usage["thoughtsTokenCount"] = u.thinking_tokens
+    return usage
+
+
+def _generate_body(call: Call, c: Completion, serial: int) -> dict[str, Any]:
+    finish = {"length": "MAX_TOKENS"}
+    usage = usage_metadata(c.usage)
     return {
         "candidates": [
             {
