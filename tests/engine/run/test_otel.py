@@ -179,13 +179,19 @@ def test_a_compare_traces_each_method_under_the_commands_span(
     assert len({s["trace"] for s in collector.spans}) == 1
 
 
-async def test_a_library_hosts_span_is_the_parent_and_waits_are_named(tmp_path: Path) -> None:
+def _in_memory() -> tuple[Any, Any]:
+    """An SDK tracer provider whose spans are kept in memory, and their exporter."""
     sdk = pytest.importorskip("opentelemetry.sdk.trace")
     export = pytest.importorskip("opentelemetry.sdk.trace.export")
     memory = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
     exporter = memory.InMemorySpanExporter()
     provider = sdk.TracerProvider()
     provider.add_span_processor(export.SimpleSpanProcessor(exporter))
+    return provider, exporter
+
+
+async def test_a_library_hosts_span_is_the_parent_and_waits_are_named(tmp_path: Path) -> None:
+    provider, exporter = _in_memory()
     tracer = provider.get_tracer("host")
     script: dict[str, list[Step]] = {
         "q0": [RateLimited(f"quota for key {SECRET}", retry_after=0.02), "right:q0"],
@@ -257,12 +263,7 @@ async def test_ttc_batch_traces_each_attempt_of_each_request(tmp_path: Path) -> 
     from ttc.engine.cli._batchsend import SendPolicy, run_batch
     from ttc.engine.cli._otel import Tracing
 
-    sdk = pytest.importorskip("opentelemetry.sdk.trace")
-    export = pytest.importorskip("opentelemetry.sdk.trace.export")
-    memory = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
-    exporter = memory.InMemorySpanExporter()
-    provider = sdk.TracerProvider()
-    provider.add_span_processor(export.SimpleSpanProcessor(exporter))
+    provider, exporter = _in_memory()
     tracer = provider.get_tracer("test")
     lines = [
         {"custom_id": cid, "method": "POST", "url": "/v1/chat/completions",
