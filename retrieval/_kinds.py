@@ -24,8 +24,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import faiss
-
 from ttc.engine.contract import INDEXES
 
 # The kinds `--index` takes; the config checks them before any work (`RunConfig.index`).
@@ -86,6 +84,8 @@ def index_spec(kind: str, n: int) -> IndexSpec:
 def new_index(spec: IndexSpec, dim: int) -> Any:
     """An empty FAISS index of this spec over `dim`-dimensional vectors (cosine as inner
     product). An ivf index must then be trained (`train_rows`) before vectors are added."""
+    import faiss  # here, not at the top: `index_spec` is read by runs that never search
+
     if spec.kind == "ivf":
         quantizer = faiss.IndexFlatIP(dim)
         index = faiss.IndexIVFScalarQuantizer(

@@ -104,13 +104,3 @@ class Retrieval:
                 if r >= 0 and self.state.has_demo(int(r))
             ]
         return plan
-
-
-class NoRetrieval:
-    """For interventions that need no embeddings (random demonstrations)."""
-
-    def similar_solved(self, rows: Sequence[int], p: int) -> DemoPlan:
-        raise RuntimeError("similar neighbours need embeddings")
-
-    def fixed(self, rows: Sequence[int], p: int) -> DemoPlan:
-        raise RuntimeError("fixed neighbours need embeddings")

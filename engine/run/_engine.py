@@ -24,7 +24,9 @@ import logging
 from collections.abc import AsyncGenerator, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
+import ttc.retrieval  # its heavy names (numpy, FAISS) are loaded by a run that embeds
 from ttc.engine._util._offloop import in_thread
 from ttc.engine.contract._config import RunConfig
 from ttc.engine.contract._errors import ConfigError, describe_failure
@@ -59,7 +61,7 @@ from ttc.engine.run._result import RunResult
 from ttc.engine.run._roles import RoleModels
 from ttc.engine.run._round import RoundRun
 from ttc.engine.run._runinfo import RunParts, open_rundir
-from ttc.engine.run._stream import RunEnded, Sink, SolvedWatch, StreamEvent, discard, stream_of
+from ttc.engine.run._stream import Sink, SolvedWatch, StreamEvent, discard, stream_of
 from ttc.engine.run._verify import VerifierPool, Verifiers
 from ttc.engine.send._cache import ProviderCache
 from ttc.engine.send._limiter import Limiter
@@ -67,13 +69,10 @@ from ttc.engine.send._prices import price_for
 from ttc.engine.send._retry import RetryPolicy
 from ttc.engine.send._tokens import TokenEstimator
 from ttc.engine.strategy._strategy import preset
-from ttc.retrieval import (
-    EmbedderSpec,
-    NoRetrieval,
-    Retrieval,
-    neighbourhood,
-    resolve_embedder,
-)
+from ttc.retrieval import NoRetrieval
+
+if TYPE_CHECKING:
+    from ttc.retrieval import EmbedderSpec, Retrieval
 
 log = logging.getLogger("ttc")
 
@@ -199,12 +198,9 @@ class Engine:
 
     async def run(self, items: Sequence[Item] | None = None) -> RunResult:
         """Algorithm 1 over `items` (the suite's items by default); returns when all rounds end.
-        The stream's events, unread."""
-        async with contextlib.aclosing(self.stream(items)) as events:
-            async for event in events:
-                if isinstance(event, RunEnded):
-                    return event.result
-        raise AssertionError("a run's stream ends with RunEnded")  # pragma: no cover
+        No stream is made: nothing reads its events (cancelling the caller stops the run as
+        closing a stream does)."""
+        return await self._run(items, None)
 
     def _claim(self) -> None:
         """An engine runs one run at a time, and none once it was told to stop."""
@@ -220,21 +216,24 @@ class Engine:
             )
         self._busy = True
 
-    async def _run(self, items: Sequence[Item] | None, sink: Sink) -> RunResult:
+    async def _run(self, items: Sequence[Item] | None, sink: Sink | None) -> RunResult:
+        """The run; `sink` takes the stream's events (None: no one reads them, none is made)."""
         self._claim()
         try:
             return await self._run_claimed(items, sink)
         finally:
             self._busy = False
 
-    async def _run_claimed(self, items: Sequence[Item] | None, sink: Sink) -> RunResult:
+    async def _run_claimed(self, items: Sequence[Item] | None, sink: Sink | None) -> RunResult:
         items = list(self.suite.items() if items is None else items)
         if not items:
             raise ConfigError("the test set is empty")
         # Self-consistency groups answers by the suite's notion of equivalence, if it has one.
         state = await in_thread(RunState, items, self.strategy.judgement, self.suite.answer_key)
         timer = RunTimer()
-        self._sink, self._watch = sink, SolvedWatch(state, sink)
+        # With no stream, no resolution is told: the watch's checks are not made at all.
+        self._sink = discard if sink is None else sink
+        self._watch = None if sink is None else SolvedWatch(state, sink)
         async with contextlib.AsyncExitStack() as stack:
             done, embedding = await self._open(stack, state, timer)
             try:
@@ -248,7 +247,11 @@ class Engine:
                 self._failed(exc)
                 raise
             ran = [stats.complete for stats in state.rounds]
-            if self.stopped is None and ran == [True] * self.config.rounds:
+            if (
+                self._watch is not None
+                and self.stopped is None
+                and ran == [True] * self.config.rounds
+            ):
                 self._watch.give_up()  # every round ran to its barrier
             failed = self.budget.failed_for_good()
             if failed is not None:
@@ -292,7 +295,7 @@ class Engine:
             if replayed is not None:
                 log.info("limits as `ttc ctl set` left them: %s", replayed.describe())
         self.parts.warn_prices(self.pricing)
-        embedder = resolve_embedder(self._embedder_spec) if needs_vectors else None
+        embedder = ttc.retrieval.resolve_embedder(self._embedder_spec) if needs_vectors else None
         if not self.verifiers.started:  # a pool this run starts, this run closes
             self.verifiers.start()
             stack.push_async_callback(self.verifiers.aclose)
@@ -319,7 +322,9 @@ class Engine:
         if embedder is not None:  # in a thread, while the warm-up runs: a model loads slowly
             log.info("questions are embedded with the %s embedder", embedder.name)
             cache = None if self.rundir is None else self.rundir.embeddings_path
-            embedding = asyncio.create_task(neighbourhood(state, embedder, cache, cfg.index))
+            embedding = asyncio.create_task(
+                ttc.retrieval.neighbourhood(state, embedder, cache, cfg.index)
+            )
             stack.callback(embedding.cancel)
         # Undone first: the rounds' totals as they stood, before anything else is closed.
         stack.callback(self._finish_rounds, state, timer)
