@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from ttc.engine.cli._commands import EXIT_INTERRUPTED as EXIT_INTERRUPTED
     from ttc.engine.cli._commands import EXIT_PROVIDER as EXIT_PROVIDER
     from ttc.engine.cli._commands import share_warmup as share_warmup
+    from ttc.engine.cli._main import console as console
     from ttc.engine.cli._main import main as main
+    from ttc.engine.cli._main import tune_collector as tune_collector
     from ttc.engine.cli._parser import build_parser as build_parser
     from ttc.engine.cli._progress import Progress as Progress
     from ttc.engine.cli._spec import ProviderSpec as ProviderSpec
@@ -48,7 +50,9 @@ _HOMES: dict[str, str] = {
     "EXIT_BUDGET": "ttc.engine.cli._commands",
     "EXIT_INTERRUPTED": "ttc.engine.cli._commands",
     "EXIT_PROVIDER": "ttc.engine.cli._commands",
+    "console": "ttc.engine.cli._main",
     "main": "ttc.engine.cli._main",
+    "tune_collector": "ttc.engine.cli._main",
     "make_engine": "ttc.engine.cli._wiring",
     "make_suite": "ttc.engine.cli._wiring",
     "paper_decoding": "ttc.engine.cli._spec",
@@ -81,6 +85,7 @@ __all__ = [
     "api_provider",
     "batch_spec",
     "build_parser",
+    "console",
     "main",
     "make_engine",
     "make_suite",
@@ -92,6 +97,7 @@ __all__ = [
     "share_warmup",
     "suite_and_items",
     "ttc_command",
+    "tune_collector",
     "wire",
 ]
 

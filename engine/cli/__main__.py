@@ -2,6 +2,6 @@
 
 import sys
 
-from ttc.engine.cli import main
+from ttc.engine.cli import console
 
-sys.exit(main())
+sys.exit(console())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -212,6 +213,32 @@ def _interrupted_hint(args: argparse.Namespace, spec: RunSpec | None) -> str:
     out = None if spec is None else spec.out
     resumable = out is not None and (args.out is not None or out.exists())
     return f"; go on with: {ttc_command()} resume {out}" if resumable else ""
+
+
+# The cyclic collector's young generation, in container allocations (Python's default: 700).
+# At zero latency a request allocates some forty containers, so at 700 the collector ran about
+# a thousand times per 20,000 requests, each time moving the requests in flight to an older
+# generation, whose growth then set off full collections over the whole heap: 0.5-0.8 s of CPU
+# per 20,000 requests, a tenth of `ttc batch`'s and of a run's (gc.callbacks, with
+# benchmarks/client_overhead.py's server). At 10,000 it runs some 90 times, each collection
+# 2-3 ms, and almost nothing is promoted. The process is the command's own; a host embedding
+# the engine keeps its settings (docs/library.md says how to do the same).
+YOUNG_GENERATION = 10_000
+
+
+def tune_collector() -> None:
+    """The collector as `ttc` runs it: the start-up heap (modules, the parser) frozen out of
+    every collection, and a larger young generation (`YOUNG_GENERATION`)."""
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_GENERATION, middle, old)
+
+
+def console() -> int:
+    """The `ttc` command as the console script and `python -m ttc.engine.cli` run it: in a
+    process of its own, so with the collector tuned (`tune_collector`)."""
+    tune_collector()
+    return main()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
