@@ -95,7 +95,11 @@ class Batches(Generic[T]):
 
     async def put(self, x: T) -> None:
         """Adds one item, waiting for room."""
-        await self._queue.put(x)
+        queue = self._queue
+        if queue.full():
+            await queue.put(x)
+        else:  # no wait: no coroutine of the queue's own (once per sample of a round)
+            queue.put_nowait(x)
 
     async def close(self) -> None:
         """No more items: readers finish what is queued, then stop."""
