@@ -28,8 +28,11 @@ that the collector's full collections walk only what was made since. `--no-gc-fr
 without: each full collection then walks the host's whole heap (100-180 ms on a 2-core machine),
 a pause the engine's allocations set off but cannot shorten. The host also imports
 numpy.random at start-up: the sim provider would on its first call (some 150 ms on the loop).
+`--tune-collector` has the host also raise the collector's young generation as the `ttc`
+command does in its own process (`ttc.engine.cli.tune_collector`).
 
-    python benchmarks/loop_lag.py [--size 20000] [--rounds 4] [--no-gc-freeze] [--blame]
+    python benchmarks/loop_lag.py [--size 20000] [--rounds 4] [--no-gc-freeze | --tune-collector]
+                                  [--blame]
 
 `--blame` prints to stderr the callbacks that held the loop for 10 ms or more, heaviest first,
 each named by where its task resumed and where it stopped next: where the lag comes from.
@@ -370,6 +373,12 @@ def main() -> None:
         action="store_false",
         help="measure without gc.freeze() after the host's start-up",
     )
+    parser.add_argument(
+        "--tune-collector",
+        action="store_true",
+        help="the host tunes its collector as the ttc command does (ttc.engine.cli."
+        "tune_collector: the start-up heap frozen, a young generation of 10,000)",
+    )
     args = parser.parse_args()
     if args.size < 1 or args.rounds < 2:
         parser.error("--size must be at least 1 and --rounds at least 2")
@@ -377,7 +386,11 @@ def main() -> None:
         parser.error("--stop-at must be between 0 and 1")
     load_start = os.getloadavg()[0]
     args.generated = generate(args.size)
-    if args.freeze:
+    if args.tune_collector:
+        from ttc.engine.cli import tune_collector
+
+        tune_collector()
+    elif args.freeze:
         gc.freeze()
     with tempfile.TemporaryDirectory(prefix="ttc-loop-lag-") as tmp:
         probe, blame, facts = asyncio.run(bench(args, Path(tmp)))
@@ -397,7 +410,8 @@ def main() -> None:
         "verifier_workers": 2,
         "questions": args.size,
         "rounds": args.rounds,
-        "host_gc_freeze": args.freeze,
+        "host_gc_freeze": args.freeze or args.tune_collector,
+        "host_gc_young_generation": gc.get_threshold()[0],
         **facts,
         "phases": phases,
         "targets": TARGETS,
