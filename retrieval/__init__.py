@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from ttc.retrieval._kinds import IndexSpec as IndexSpec
     from ttc.retrieval._kinds import index_spec as index_spec
     from ttc.retrieval._lexical import LexicalEmbedder as LexicalEmbedder
-    from ttc.retrieval._neighbours import EmbedderSpec as EmbedderSpec
     from ttc.retrieval._neighbours import Retrieval as Retrieval
     from ttc.retrieval._neighbours import neighbourhood as neighbourhood
     from ttc.retrieval._neighbours import resolve_embedder as resolve_embedder
@@ -30,7 +29,6 @@ if TYPE_CHECKING:
 # Each public name, and the module it is loaded from on first use.
 _HOMES: dict[str, str] = {
     "cached_embeddings": "ttc.retrieval._cache",
-    "EmbedderSpec": "ttc.retrieval._neighbours",
     "EXACT_UP_TO": "ttc.retrieval._kinds",
     "fixed_neighbours": "ttc.retrieval._select",
     "index_spec": "ttc.retrieval._kinds",

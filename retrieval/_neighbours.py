@@ -10,14 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
 import numpy as np
 import numpy.typing as npt
 
-from ttc.engine.contract import ConfigError, DemoPlan, Embedder, FloatArray, RunState
+from ttc.engine.contract import (
+    ConfigError,
+    DemoPlan,
+    Embedder,
+    EmbedderSpec,
+    FloatArray,
+    RunState,
+)
 from ttc.retrieval._cache import cached_embeddings
 from ttc.retrieval._index import SolvedIndex
 from ttc.retrieval._kinds import index_spec
@@ -25,8 +32,6 @@ from ttc.retrieval._lexical import LexicalEmbedder
 from ttc.retrieval._select import fixed_neighbours, similar_solved
 
 log = logging.getLogger("ttc")
-
-EmbedderSpec = Embedder | Callable[[], Embedder] | None
 
 
 def resolve_embedder(spec: EmbedderSpec) -> Embedder:

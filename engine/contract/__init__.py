@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ttc.engine.contract._types import Completion as Completion
     from ttc.engine.contract._types import Demo as Demo
     from ttc.engine.contract._types import Embedder as Embedder
+    from ttc.engine.contract._types import EmbedderSpec as EmbedderSpec
     from ttc.engine.contract._types import FloatArray as FloatArray
     from ttc.engine.contract._types import Item as Item
     from ttc.engine.contract._types import Message as Message
@@ -71,6 +72,7 @@ _HOMES: dict[str, str] = {
     "DemoPlan": "ttc.engine.contract._policy",
     "DemoRef": "ttc.engine.contract._policy",
     "Embedder": "ttc.engine.contract._types",
+    "EmbedderSpec": "ttc.engine.contract._types",
     "Fatal": "ttc.engine.contract._errors",
     "FloatArray": "ttc.engine.contract._types",
     "INDEXES": "ttc.engine.contract._config",
@@ -126,6 +128,7 @@ __all__ = [
     "DemoPlan",
     "DemoRef",
     "Embedder",
+    "EmbedderSpec",
     "Fatal",
     "FloatArray",
     "Intervention",

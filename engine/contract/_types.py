@@ -11,7 +11,7 @@ tells an embedder from a factory of one by its shape.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
@@ -226,6 +226,11 @@ class Embedder(Protocol):
     def batch_size(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> FloatArray: ...
+
+
+# What a host may give a run as its embedder: one, a factory called only when the method needs
+# vectors, or None (the lexical default).
+EmbedderSpec: TypeAlias = Embedder | Callable[[], Embedder] | None
 
 
 def normal_answer(answer: str) -> str:

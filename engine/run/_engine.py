@@ -32,7 +32,14 @@ from ttc.engine.contract._config import RunConfig
 from ttc.engine.contract._errors import ConfigError, describe_failure
 from ttc.engine.contract._policy import Allotment, DemoPlan
 from ttc.engine.contract._state import RoundStats, RunState, count_into
-from ttc.engine.contract._types import Item, Provider, Suite, Usage, require_parts
+from ttc.engine.contract._types import (
+    EmbedderSpec,
+    Item,
+    Provider,
+    Suite,
+    Usage,
+    require_parts,
+)
 from ttc.engine.journal._events import (
     Event,
     LimiterSampled,
@@ -72,7 +79,7 @@ from ttc.engine.strategy._strategy import preset
 from ttc.retrieval import NoRetrieval
 
 if TYPE_CHECKING:
-    from ttc.retrieval import EmbedderSpec, Retrieval
+    from ttc.retrieval import Retrieval
 
 log = logging.getLogger("ttc")
 
