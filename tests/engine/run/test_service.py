@@ -276,6 +276,31 @@ async def test_closing_the_stream_early_cancels_the_run_which_resumes(tmp_path: 
     assert {r.item_id for r in fresh.history} == {f"q{i}" for i in range(40)} - landed
 
 
+async def test_cancelling_a_run_stops_it_as_closing_its_stream_does(tmp_path: Path) -> None:
+    # `run` makes no stream of its own: a cancelled caller is the run cancelled.
+    provider = ScriptedProvider({f"q{i}": [(0.01, f"right:q{i}")] for i in range(40)})
+    async with engine(provider, tmp_path, n=40, concurrency=4) as e:
+        running = asyncio.ensure_future(e.run())
+        for _ in range(6000):  # until a sample is journaled (a minute at most)
+            if any(ev["ev"] == "sample" for ev in journal(tmp_path)):
+                break
+            await asyncio.sleep(0.01)
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        assert not e.running
+    assert e.stopped == StopReason(StopKind.INTERRUPTED, CANCELLED)
+    assert summary(tmp_path)["stopped"] == CANCELLED
+    assert summary(tmp_path)["complete"] is False
+    landed = {ev["item"] for ev in journal(tmp_path) if ev["ev"] == "sample"}
+    assert 0 < len(landed) < 40
+    fresh = ScriptedProvider({f"q{i}": [f"right:q{i}"] for i in range(40)})
+    async with engine(fresh, tmp_path, n=40, concurrency=4, resume=True) as again:
+        result = await again.run()
+    assert result.solved == 40
+    assert {r.item_id for r in fresh.history} == {f"q{i}" for i in range(40)} - landed
+
+
 async def test_engines_share_one_verifier_pool(tmp_path: Path) -> None:
     suite = FakeSuite(pool=items(12))
     pool = VerifierPool(suite, workers=1)
