@@ -243,7 +243,7 @@ async def loop_run(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def diagnosis(
-    stats: dict[str, Any], answered: int, exited: float, rpm: int, window: float
+    stats: dict[str, Any], answered: int, exited: float, rpm: int, window: float, timeout: float
 ) -> dict[str, Any]:
     """Where the time from the first request to the exit went, in seconds, as the server saw it.
 
@@ -254,7 +254,10 @@ def diagnosis(
     429s, stragglers' copies: a rate unit each) and `slower_than_window_s` for sending below what
     the window admits (pacing headroom, a gate closed on `remaining` 0, the loop's lateness);
     then the `late` 1% (retries after a hang's timeout or a backoff), the `tail` from the last
-    request to the last response, and the `exit` after it.
+    request to the last response, and the `exit` after it. `last_hang_s`: when the last request
+    drawn to hang arrived; its retry comes no sooner than the timeout after it, so the run
+    lasts at least `hang_floor_s` (unless a copy of it, `--hedge`, was answered) whatever the
+    quota allows.
     """
     rate = rpm / 60
     budget = int(rpm * window / 60)
@@ -277,6 +280,14 @@ def diagnosis(
         "late_s": round(max(0.0, last_request - first - bulk_s), 2),
         "tail_s": round(stats["last_response_at"] - last_request, 2),
         "exit_s": round(exited - stats["last_response_at"], 2),
+        **(
+            {
+                "last_hang_s": round(stats["last_hang_at"] - first, 2),
+                "hang_floor_s": round(stats["last_hang_at"] - first + timeout, 2),
+            }
+            if stats.get("last_hang_at")
+            else {}
+        ),
     }
 
 
@@ -427,7 +438,9 @@ def measured(args: argparse.Namespace) -> dict[str, Any]:
         "http_429": stats["rate_limited"],
         "share_429": round(stats["rate_limited"] / max(1, stats["requests"]), 4),
         **seen,
-        "where_the_time_went": diagnosis(stats, answered, exited, args.rpm, args.window),
+        "where_the_time_went": diagnosis(
+            stats, answered, exited, args.rpm, args.window, args.timeout
+        ),
     }
     return line
 
