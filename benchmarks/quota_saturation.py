@@ -11,7 +11,8 @@ adds the issue's faults: 2% 500s, 2% 503s, 1% connection resets, 1% truncated 20
 0.5% hangs, with a 10 s client timeout. The client sends `--minutes` (1) of requests at `--rpm`:
 
 - `--client batch` (the default) runs `ttc batch INPUT --rpm R --concurrency 128 --timeout 10`
-  as its own process, as the issue's author did, on generic chat requests;
+  as its own process, as the issue's author did, on generic chat requests (`--hedge`: with
+  `--hedge`, the stragglers' copies);
 - `--client engine` runs `unif` over Reasoning Gym in this process through `OpenAIProvider`, in
   one round (`--rounds` more), configured with the same `--rpm` (`--learn`: no limit at all, it
   starts from the server's `x-ratelimit-limit-requests`);
@@ -100,6 +101,8 @@ def run_batch(url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         command += ["--timeout", str(args.timeout)]
         if args.shared:
             command += ["--shared-limits", args.shared]
+        if args.hedge:
+            command += ["--hedge"]
         env = {**os.environ, KEY_ENV: "sk-sim"}
         procs.append(
             subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -127,6 +130,7 @@ def run_batch(url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "answered": answered,
         "answered_twice": twice,
         **({"clients": clients, "shared_limits": "redis"} if args.shared else {}),
+        **({"hedge": True} if args.hedge else {}),
     }
 
 
@@ -349,6 +353,12 @@ def parse() -> argparse.Namespace:
         default=1,
         help="batch: N `ttc batch` processes splitting the requests, sharing one quota through "
         "a redis-server of their own (--shared-limits; N > 1 only)",
+    )
+    parser.add_argument(
+        "--hedge",
+        action="store_true",
+        help="batch: ttc batch --hedge (stragglers' copies once the input has run out; each a "
+        "request the server may answer twice)",
     )
     parser.add_argument("--rounds", type=int, default=1, help="engine: rounds the requests span")
     parser.add_argument(
