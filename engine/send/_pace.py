@@ -13,8 +13,7 @@ Learning the window. A server announcing per-period numbers (OpenAI's `x-ratelim
 serve --window`) says more than its limit: its `remaining` and its reset, read against our own
 requests, show how it counts (a sliding window whose reset is its newest or its oldest entry
 leaving, a fixed window, a token bucket) and its window W (`_window`). Once the readings of two
-responses running agree on one kind (and so the server counts no request but ours; read twice,
-taking ours as counted within the loop's lateness, and within SLOW more), at most
+responses running agree on one kind (and so the server counts no request but ours), at most
 `budget` = limit * W / period requests are in any `span` = W + margin seconds, each sent as soon
 as the window has room: safe on all three kinds, since a sliding or fixed window of W holds no
 more and a bucket of a window's worth refills at least as fast. A window admits its whole budget
@@ -47,10 +46,6 @@ from ttc.engine.send._window import AGREEING, MIN_BUDGET, Reading, Sent, Window,
 __all__ = ["RequestPace", "TokenPace", "Window"]
 
 RECOVERY = 0.01  # of the configured rate, regained per clean answer after a slow-down
-# How late the server may count a request of ours after its slot, and its answer be read after
-# the server wrote it, as the second reader assumes (the first: 10 ms): a network's one way, a
-# loaded loop's few turns. Too small, the readings stop holding the window and never agree.
-SLOW = 0.05
 CLEAN_WINDOWS = 5  # windows without a refusal after which a widened margin narrows a step
 
 
@@ -70,7 +65,6 @@ class RequestPace:
         self.window: Window | None = None
         self.dropped: str | None = None  # why a learnt window was given up (or never learnt)
         self._reader: WindowReader | None = WindowReader(period) if learn else None
-        self._wide: WindowReader | None = WindowReader(period) if learn else None
         self._foreign = 0  # responses running on which the server counted others' requests
         self._next = -math.inf  # when the next paced request may start
         # A learnt bucket's pace: aiolimiter's bucket of the budget, leaking over the span, and
@@ -215,16 +209,9 @@ class RequestPace:
 
     def _learn(self, now: float, limit: int, used: int, reset: float, reader: WindowReader) -> None:
         """One response's headers read for the window, which is adopted once they agree."""
-        # Read at most twice the loop's lateness after the server wrote them (at least 10 ms),
-        # ours counted as soon: precise ranges. Where the server counts ours later, or a busy
-        # loop reads its answers later, than the loop's timers show, those ranges miss the
-        # window and never agree; the second reader's, wider by SLOW, still hold it.
+        # Read at most twice the loop's lateness after the server wrote them (at least 10 ms).
         lag = 0.01 + 2 * self.lateness
         reading = reader.read(now, limit, used, reset, self._sent, lag)
-        wide = self._wide
-        if reading is None and wide is not None:
-            lag = SLOW + 2 * self.lateness
-            reading = wide.read(now, limit, used, reset, self._sent, lag)
         if reading is not None:
             self._adopt(limit, reading, used, self._sent.after(now - lag))
             self._restart = now + reset
@@ -235,7 +222,7 @@ class RequestPace:
         low, high = reading.low, reading.high
         budget = math.floor(limit * low / self.period + 1e-9)
         if budget < MIN_BUDGET or high > self.period:
-            self._reader = self._wide = None
+            self._reader = None
             self.dropped = f"a window of {budget} requests is paced"
             return
         self._margin = max(0.05, 0.01 * high)
@@ -257,7 +244,6 @@ class RequestPace:
         if window is None:
             if self._reader is not None:
                 self._reader = WindowReader(self.period)  # what it read included a refusal
-                self._wide = WindowReader(self.period)
             return
         if not widen:
             return
@@ -296,7 +282,7 @@ class RequestPace:
     def _drop(self, why: str) -> None:
         self.window = None
         self._bucket = None
-        self._reader = self._wide = None
+        self._reader = None
         self.dropped = why
         if self._wake is not None:
             _resolve(self._wake)  # the head waiter re-checks, now against the pace
