@@ -11,7 +11,8 @@ adds the issue's faults: 2% 500s, 2% 503s, 1% connection resets, 1% truncated 20
 0.5% hangs, with a 10 s client timeout. The client sends `--minutes` (1) of requests at `--rpm`:
 
 - `--client batch` (the default) runs `ttc batch INPUT --rpm R --concurrency 128 --timeout 10`
-  as its own process, as the issue's author did, on generic chat requests;
+  as its own process, as the issue's author did, on generic chat requests (`--hedge`: with
+  `--hedge`, the stragglers' copies);
 - `--client engine` runs `unif` over Reasoning Gym in this process through `OpenAIProvider`, in
   one round (`--rounds` more), configured with the same `--rpm` (`--learn`: no limit at all, it
   starts from the server's `x-ratelimit-limit-requests`);
@@ -100,6 +101,8 @@ def run_batch(url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         command += ["--timeout", str(args.timeout)]
         if args.shared:
             command += ["--shared-limits", args.shared]
+        if args.hedge:
+            command += ["--hedge"]
         env = {**os.environ, KEY_ENV: "sk-sim"}
         procs.append(
             subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -127,6 +130,7 @@ def run_batch(url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "answered": answered,
         "answered_twice": twice,
         **({"clients": clients, "shared_limits": "redis"} if args.shared else {}),
+        **({"hedge": True} if args.hedge else {}),
     }
 
 
@@ -243,7 +247,7 @@ async def loop_run(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def diagnosis(
-    stats: dict[str, Any], answered: int, exited: float, rpm: int, window: float
+    stats: dict[str, Any], answered: int, exited: float, rpm: int, window: float, timeout: float
 ) -> dict[str, Any]:
     """Where the time from the first request to the exit went, in seconds, as the server saw it.
 
@@ -254,7 +258,10 @@ def diagnosis(
     429s, stragglers' copies: a rate unit each) and `slower_than_window_s` for sending below what
     the window admits (pacing headroom, a gate closed on `remaining` 0, the loop's lateness);
     then the `late` 1% (retries after a hang's timeout or a backoff), the `tail` from the last
-    request to the last response, and the `exit` after it.
+    request to the last response, and the `exit` after it. `last_hang_s`: when the last request
+    drawn to hang arrived; its retry comes no sooner than the timeout after it, so the run
+    lasts at least `hang_floor_s` (unless a copy of it, `--hedge`, was answered) whatever the
+    quota allows.
     """
     rate = rpm / 60
     budget = int(rpm * window / 60)
@@ -277,6 +284,14 @@ def diagnosis(
         "late_s": round(max(0.0, last_request - first - bulk_s), 2),
         "tail_s": round(stats["last_response_at"] - last_request, 2),
         "exit_s": round(exited - stats["last_response_at"], 2),
+        **(
+            {
+                "last_hang_s": round(stats["last_hang_at"] - first, 2),
+                "hang_floor_s": round(stats["last_hang_at"] - first + timeout, 2),
+            }
+            if stats.get("last_hang_at")
+            else {}
+        ),
     }
 
 
@@ -338,6 +353,12 @@ def parse() -> argparse.Namespace:
         default=1,
         help="batch: N `ttc batch` processes splitting the requests, sharing one quota through "
         "a redis-server of their own (--shared-limits; N > 1 only)",
+    )
+    parser.add_argument(
+        "--hedge",
+        action="store_true",
+        help="batch: ttc batch --hedge (stragglers' copies once the input has run out; each a "
+        "request the server may answer twice)",
     )
     parser.add_argument("--rounds", type=int, default=1, help="engine: rounds the requests span")
     parser.add_argument(
@@ -427,7 +448,9 @@ def measured(args: argparse.Namespace) -> dict[str, Any]:
         "http_429": stats["rate_limited"],
         "share_429": round(stats["rate_limited"] / max(1, stats["requests"]), 4),
         **seen,
-        "where_the_time_went": diagnosis(stats, answered, exited, args.rpm, args.window),
+        "where_the_time_went": diagnosis(
+            stats, answered, exited, args.rpm, args.window, args.timeout
+        ),
     }
     return line
 

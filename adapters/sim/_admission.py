@@ -242,6 +242,9 @@ class Stats:
         self.last_response_at: float | None = None
         # Requests on model routes per second since the first: the rate as the server saw it.
         self.per_second: list[int] = []
+        # When the last request drawn to hang arrived: its client's retry comes no sooner than
+        # its own timeout after it, whatever the quota allows.
+        self.last_hang_at: float | None = None
 
     def arrived(self, route: str) -> None:
         """Counts a request on a model route (`route` is its name in `by_route`)."""
@@ -291,6 +294,7 @@ class Stats:
             "first_request_at": self.first_request_at,
             "last_request_at": self.last_request_at,
             "last_response_at": self.last_response_at,
+            "last_hang_at": self.last_hang_at,
             "per_second": list(self.per_second),
         }
 
@@ -384,7 +388,10 @@ class Admission:
         if not self._faults:
             return None
         draw = self._fault_rng.random()
-        return next((kind for edge, kind in self._faults if draw < edge), None)
+        fault = next((kind for edge, kind in self._faults if draw < edge), None)
+        if fault == "hang":
+            self.stats.last_hang_at = time.time()
+        return fault
 
     async def delay(self) -> None:
         """Sleeps the request's lognormal latency (none when --latency is 0)."""

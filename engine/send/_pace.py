@@ -25,7 +25,9 @@ request. While the window is trusted, `remaining` 0 is what filling it means, an
 the limiter's gate (the window says when there is room again).
 
 A server whose headers fit none of the kinds is paced. A request the server refuses is not in
-its window, so it leaves ours too; each episode of refusals triples the margin. The learnt
+its window, so it leaves ours too; each episode of refusals triples the margin, and each
+CLEAN_WINDOWS windows without one narrow it a step back (a refusal shows a moment's lateness,
+not the rest of the run's). The learnt
 window is given up for pacing when, on two responses running, the server counts more requests
 in it than ours (another client shares the quota), when a learnt bucket's headers stop reading
 as one bucket, or when the margin would pass a tenth of the window; pacing resumes from where
@@ -44,6 +46,7 @@ from ttc.engine.send._window import AGREEING, MIN_BUDGET, Reading, Sent, Window,
 __all__ = ["RequestPace", "TokenPace", "Window"]
 
 RECOVERY = 0.01  # of the configured rate, regained per clean answer after a slow-down
+CLEAN_WINDOWS = 5  # windows without a refusal after which a widened margin narrows a step
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
@@ -70,6 +73,8 @@ class RequestPace:
         self._charge = 0.0
         self.lateness = 0.0  # how late the loop wakes a waiter, lately (a decaying maximum)
         self._restart = -math.inf  # a learnt fixed window's next restart, as last announced
+        self._margin = 0.0  # a learnt window's margin as adopted, before any refusal widened it
+        self._widened = -math.inf  # when a refusal last widened it (or it last narrowed)
         self._sent = Sent()
         self._lock = asyncio.Lock()  # FIFO: requests pass in the order they asked
         self._wake: asyncio.Future[None] | None = None
@@ -175,13 +180,10 @@ class RequestPace:
         used = limit - remaining  # of the window, in per-period units
         window = self.window
         if window is None:
-            # Read at most twice the loop's lateness after the server wrote them (at least 10 ms).
-            lag = 0.01 + 2 * self.lateness
-            reading = reader.read(now, limit, used, reset, self._sent, lag)
-            if reading is not None:
-                self._adopt(limit, reading, used, self._sent.after(now - lag))
-                self._restart = now + reset
+            self._learn(now, limit, used, reset, reader)
             return
+        if now - self._widened >= CLEAN_WINDOWS * window.seconds:
+            window = self._narrow(now, window)
         if window.kind == "fixed":
             # Each response announces the restart; the earliest reading of it is the least late.
             ends = now + reset
@@ -205,6 +207,15 @@ class RequestPace:
         if self._foreign >= AGREEING:
             self._drop(f"the server counted {theirs:.0f} requests not ours in its window")
 
+    def _learn(self, now: float, limit: int, used: int, reset: float, reader: WindowReader) -> None:
+        """One response's headers read for the window, which is adopted once they agree."""
+        # Read at most twice the loop's lateness after the server wrote them (at least 10 ms).
+        lag = 0.01 + 2 * self.lateness
+        reading = reader.read(now, limit, used, reset, self._sent, lag)
+        if reading is not None:
+            self._adopt(limit, reading, used, self._sent.after(now - lag))
+            self._restart = now + reset
+
     def _adopt(self, limit: int, reading: Reading, used: int, unseen: int) -> None:
         """Takes the window `reading` says; a bucket is charged with what the server said is
         used and the `unseen` requests of ours it may not have counted yet."""
@@ -214,7 +225,8 @@ class RequestPace:
             self._reader = None
             self.dropped = f"a window of {budget} requests is paced"
             return
-        window = self.window = Window(high, budget, high + max(0.05, 0.01 * high), reading.kind)
+        self._margin = max(0.05, 0.01 * high)
+        window = self.window = Window(high, budget, high + self._margin, reading.kind)
         if window.kind == "bucket":
             self._bucket = AsyncLimiter(budget, window.span)
             self._charge = used * window.seconds / self.period + unseen
@@ -239,10 +251,33 @@ class RequestPace:
         if margin > 0.1 * window.seconds:
             self._drop("the server refused requests inside the learnt window, margin or not")
             return
+        self._widened = asyncio.get_running_loop().time()
         self.window = Window(window.seconds, window.budget, window.seconds + margin, window.kind)
         if self._bucket is not None:  # refused: the server's bucket is empty
             self._bucket = AsyncLimiter(window.budget, window.seconds + margin)
             self._charge = window.budget
+
+    def _narrow(self, now: float, window: Window) -> Window:
+        """A widened margin, CLEAN_WINDOWS windows after the refusal that widened it (or after
+        it last narrowed), narrows a step back towards the margin adopted: a refusal shows how
+        late the server counted our requests then (a loaded machine, a slow moment of the
+        network), not for the rest of a run: kept, two episodes would hold the run near a tenth
+        below the quota to its end (and a third gives the window up). Should the cause last,
+        the next refusal widens it again: an episode per CLEAN_WINDOWS windows at most."""
+        self._widened = now
+        margin = max(self._margin, (window.span - window.seconds) / 3)
+        if window.span - window.seconds <= self._margin:
+            return window
+        narrowed = self.window = Window(
+            window.seconds, window.budget, window.seconds + margin, window.kind
+        )
+        if self._bucket is not None:
+            # A new bucket charged with ours in the last (wider) span: at least what the old
+            # one held.
+            span = window.span + 2 * self.lateness
+            self._bucket = AsyncLimiter(window.budget, narrowed.span)
+            self._charge = min(float(window.budget), float(self._sent.after(now - span)))
+        return narrowed
 
     def _drop(self, why: str) -> None:
         self.window = None

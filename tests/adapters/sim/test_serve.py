@@ -14,6 +14,7 @@ import base64
 import json
 import math
 import random
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -694,6 +695,7 @@ async def test_a_hang_is_abandoned_without_wedging_the_server(
         await _eventually(lambda: server.stats()["in_flight"] == 0)
         stats = await _stats(http, server)
         assert stats["by_fault"]["hang"] == 1
+        assert stats["first_request_at"] <= stats["last_hang_at"] <= time.time()
         # Another one still hangs when the server shuts down: it is dropped at once.
         pending = asyncio.create_task(_post(http, url, _chat("again")))
         await _eventually(lambda: server.stats()["in_flight"] == 1)

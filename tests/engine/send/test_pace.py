@@ -328,6 +328,41 @@ async def test_refusals_widen_the_margin_until_the_window_is_given_up(clock: Fak
     assert limiter.window is None
 
 
+async def test_a_widened_margin_narrows_back_after_clean_windows(clock: FakeClock) -> None:
+    server = WindowServer(clock, rpm=600, window=6.0)
+    limiter = Limiter(rpm=600, max_concurrency=100)
+    tasks = spawn(60, lambda: send(limiter, server, latency=0.5))
+    await run_until(clock, tasks, until=20.0)
+    learnt = limiter.window
+    assert learnt is not None
+    margin = learnt.span - learnt.seconds
+    limiter.rate_limited(10**6)  # two episodes: nine times the margin
+    limiter.rate_limited(10**7)
+    began = clock.elapsed
+
+    def widened() -> float:
+        window = limiter.window
+        assert window is not None
+        return (window.span - window.seconds) / margin
+
+    assert widened() == pytest.approx(9)
+    # Answers keep coming without a refusal: a step back five windows (30 s) after the widening
+    # and another five after that, down to the margin adopted; the window keeps its budget.
+    tasks = spawn(900, lambda: send(limiter, server, latency=0.5))
+    steps: list[tuple[float, float]] = [(0.0, widened())]
+    while clock.elapsed < began + 120.0:
+        await advance(clock, clock.elapsed + 0.5)
+        if round(widened(), 6) != round(steps[-1][1], 6):
+            steps.append((clock.elapsed - began, widened()))
+    await run_until(clock, tasks, until=began + 200.0)
+    assert [f for _, f in steps] == pytest.approx([9, 3, 1])
+    assert steps[1][0] >= 30.0
+    assert steps[2][0] - steps[1][0] >= 30.0
+    assert steps[2][0] < 80.0
+    assert server.refused == 0
+    assert most_in_any_window(server.admitted, 6.0) <= 60
+
+
 async def test_a_refused_request_leaves_the_learnt_window(clock: FakeClock) -> None:
     server = WindowServer(clock, rpm=600, window=6.0)
     limiter = Limiter(rpm=600, max_concurrency=100)
