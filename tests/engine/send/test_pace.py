@@ -16,6 +16,7 @@ from ttc.adapters.sim import ServeOptions
 from ttc.adapters.sim._admission import Limit, make_limit
 from ttc.engine.contract._types import RateInfo
 from ttc.engine.send._limiter import Limiter
+from ttc.engine.send._window import Window
 
 
 class WindowServer:
@@ -307,13 +308,20 @@ async def test_another_client_on_the_quota_ends_the_window_and_ours_backs_off(
     assert max(refused, paced_refused) <= 80  # of about 300 the other asked for and our 300
 
 
-async def test_refusals_widen_the_margin_until_the_window_is_given_up(clock: FakeClock) -> None:
+async def _learnt(clock: FakeClock) -> tuple[WindowServer, Limiter, Window]:
+    """A server of a 6 s window of 60, and a limiter that has learnt it from 20 s of requests
+    (its window)."""
     server = WindowServer(clock, rpm=600, window=6.0)
     limiter = Limiter(rpm=600, max_concurrency=100)
     tasks = spawn(60, lambda: send(limiter, server, latency=0.5))
     await run_until(clock, tasks, until=20.0)
     learnt = limiter.window
     assert learnt is not None
+    return server, limiter, learnt
+
+
+async def test_refusals_widen_the_margin_until_the_window_is_given_up(clock: FakeClock) -> None:
+    _, limiter, learnt = await _learnt(clock)
     margin = learnt.span - learnt.seconds
     assert margin == pytest.approx(0.06, abs=0.002)  # 1% of 6 s
     margins = []
@@ -329,12 +337,7 @@ async def test_refusals_widen_the_margin_until_the_window_is_given_up(clock: Fak
 
 
 async def test_a_widened_margin_narrows_back_after_clean_windows(clock: FakeClock) -> None:
-    server = WindowServer(clock, rpm=600, window=6.0)
-    limiter = Limiter(rpm=600, max_concurrency=100)
-    tasks = spawn(60, lambda: send(limiter, server, latency=0.5))
-    await run_until(clock, tasks, until=20.0)
-    learnt = limiter.window
-    assert learnt is not None
+    server, limiter, learnt = await _learnt(clock)
     margin = learnt.span - learnt.seconds
     limiter.rate_limited(10**6)  # two episodes: nine times the margin
     limiter.rate_limited(10**7)
