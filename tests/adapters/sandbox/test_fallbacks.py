@@ -274,19 +274,33 @@ def test_where_unshare_is_refused_for_real_landlock_hides_the_files(
 
 # Item 13: programs of one uid starved each other through RLIMIT_NPROC.
 
-THREADED = (
-    "import signal, threading\n"
-    "# SIGUSR2 marks it for the test: sigwait unblocks SIGUSR1 while it waits\n"
-    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGUSR2})\n"
-    "signal.sigwait({signal.SIGUSR1})  # until the other program has taken its threads\n"
-    "done = []\n"
-    "threads = [threading.Thread(target=done.append, args=(n,)) for n in range(40)]\n"
-    "for t in threads:\n"
-    "    t.start()\n"
-    "for t in threads:\n"
-    "    t.join()\n"
-    "print(len(done))\n"
-)
+
+def _threaded(mark: int) -> str:
+    """The threaded program, marked by blocking real-time signal `mark` beside SIGUSR2: its
+    SigBlk tells it from every other process of its uid, this test's others run beside it by
+    the other worker included."""
+    return (
+        "import signal, threading\n"
+        "# SIGUSR2 and the mark pick it out for the test: sigwait unblocks SIGUSR1 while it waits\n"
+        f"signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGUSR1, signal.SIGUSR2, {mark}}})\n"
+        "signal.sigwait({signal.SIGUSR1})  # until the other program has taken its threads\n"
+        "done = []\n"
+        "threads = [threading.Thread(target=done.append, args=(n,)) for n in range(40)]\n"
+        "for t in threads:\n"
+        "    t.start()\n"
+        "for t in threads:\n"
+        "    t.join()\n"
+        "print(len(done))\n"
+    )
+
+
+def _mark(case: str) -> int:
+    """A real-time signal of this test's own: one per pytest worker and case, so no two runs of
+    the test at once share it."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    return int(signal.SIGRTMIN) + (3 * worker + ("", "namespaces", "cgroup").index(case)) % 30
+
+
 HOG = (
     "import threading, sys\n"
     "stop = threading.Event()\n"
@@ -298,12 +312,13 @@ HOG = (
 _SIGUSR2 = 1 << (signal.SIGUSR2 - 1)
 
 
-def _waiting_for_sigusr1(uid: int) -> list[int]:
-    """Processes of `uid` that block SIGUSR2 and nothing else (the threaded program, in its
-    sigwait, which unblocks SIGUSR1 while it waits). Not any that blocks SIGUSR2: a process
-    between fork and exec blocks every signal, and one of another test's (the same uid, run
-    beside this one) taken for the program would be released in its place, while the program
-    waited to its timeout and was killed (-9, seen in full CI runs)."""
+def _waiting_for_sigusr1(uid: int, mark: int) -> list[int]:
+    """Processes of `uid` that block SIGUSR2 and `mark` and nothing else (the threaded program,
+    in its sigwait, which unblocks SIGUSR1 while it waits). Not any that blocks SIGUSR2: a
+    process between fork and exec blocks every signal, and the program of this test's other
+    case, run beside it by the other worker, blocks SIGUSR2 too; either, taken for the program,
+    was released in its place (seen in full CI runs: the program killed at its timeout, -9, or
+    "ended before it was released")."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -314,7 +329,7 @@ def _waiting_for_sigusr1(uid: int) -> list[int]:
             continue
         fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
         if int(fields.get("Uid", "-1").split()[0]) == uid and (
-            int(fields.get("SigBlk", "0"), 16) == _SIGUSR2
+            int(fields.get("SigBlk", "0"), 16) == _SIGUSR2 | 1 << (mark - 1)
         ):
             found.append(int(entry))
     return found
@@ -346,12 +361,14 @@ def test_a_threaded_program_is_not_starved_by_another_of_its_uid(
         monkeypatch.setattr(_sandbox, "_setup", lambda: chosen.setup)
     uid = protections()["uid"]
     outcome: list[SandboxResult] = []
-    runner = threading.Thread(target=lambda: outcome.append(run(THREADED, timeout_s=120.0)))
+    mark = _mark(without)
+    program = _threaded(mark)
+    runner = threading.Thread(target=lambda: outcome.append(run(program, timeout_s=120.0)))
     runner.start()
     hog = None
     try:
         deadline = time.monotonic() + 60
-        while not (waiting := _waiting_for_sigusr1(uid)) and time.monotonic() < deadline:
+        while not (waiting := _waiting_for_sigusr1(uid, mark)) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert waiting, "the threaded program never started"
         hog = subprocess.Popen(
