@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ttc.adapters.providers._replicas import ReplicasProvider as ReplicasProvider
     from ttc.adapters.providers._replicas import openai_replicas as openai_replicas
     from ttc.adapters.providers._sse import Streaming as Streaming
+    from ttc.adapters.providers._vendors import VENDOR_URLS as VENDOR_URLS
 
 # Each public name, and the module it is loaded from on first use (`_lazy`).
 _HOMES: dict[str, str] = {
@@ -49,11 +50,13 @@ _HOMES: dict[str, str] = {
     "SIM_FINGERPRINT": "ttc.adapters.providers._http",
     "SIM_MODEL_SUFFIX": "ttc.adapters.providers._http",
     "Streaming": "ttc.adapters.providers._sse",
+    "VENDOR_URLS": "ttc.adapters.providers._vendors",
 }
 
 __all__ = [
     "SIM_FINGERPRINT",
     "SIM_MODEL_SUFFIX",
+    "VENDOR_URLS",
     "AnthropicBatchAPI",
     "AnthropicProvider",
     "AzureOpenAIProvider",

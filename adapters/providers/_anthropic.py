@@ -50,6 +50,7 @@ from ttc.adapters.providers._sse import Streaming, post_stream
 from ttc.adapters.providers._streams import AnthropicAssembly
 from ttc.adapters.providers._transport import transport_errors
 from ttc.adapters.providers._usage import MISSING, UsageReader, answer_tokens, prompt_tokens
+from ttc.adapters.providers._vendors import ANTHROPIC_BASE_URL
 from ttc.engine import (
     BadRequest,
     Completion,
@@ -65,7 +66,6 @@ from ttc.engine.send import text_tokens
 
 __all__ = ["ANTHROPIC_BASE_URL", "ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "AnthropicProvider"]
 
-ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
 """The `anthropic-version` header: the Messages API's one stable version."""
 DEFAULT_MAX_TOKENS = 8192

@@ -69,6 +69,7 @@ from ttc.adapters.providers._usage import (
     cached_input,
     prompt_tokens,
 )
+from ttc.adapters.providers._vendors import GEMINI_BASE_URL
 from ttc.engine import (
     BadRequest,
     Completion,
@@ -90,7 +91,6 @@ if TYPE_CHECKING:
 __all__ = ["GEMINI_BASE_URL", "GEMINI_KEY_ENVS", "GeminiProvider"]
 
 GEMINI_KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
-GEMINI_BASE_URL = "https://generativelanguage.googleapis.com"
 # google-genai refuses to start without a key; a self-hosted server ignores this one.
 _NO_KEY = "no-key"
 _FINISH = {"STOP": "stop", "MAX_TOKENS": "length"}

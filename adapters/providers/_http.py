@@ -45,6 +45,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from ttc.adapters.providers._vendors import OPENAI_BASE_URL
 from ttc.engine import (
     BadRequest,
     ConfigError,
@@ -77,7 +78,6 @@ __all__ = [
     "status_error",
 ]
 
-OPENAI_BASE_URL = "https://api.openai.com/v1"
 # How `ttc serve` marks answers from its offline simulator, so that providers (and the reports
 # of their runs) can tell a rehearsal from the vendor: OpenAI's `system_fingerprint`, and a
 # suffix of Gemini's `modelVersion`.

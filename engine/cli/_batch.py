@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ttc.adapters.providers import VENDOR_URLS
 from ttc.engine import ConfigError
 from ttc.engine._util import redact_argv
 from ttc.engine.cli._batchio import journal_path
@@ -41,7 +42,6 @@ from ttc.engine.send._retry import RetryPolicy
 
 EXIT_INTERRUPTED = 130  # as `ttc run`
 EXIT_PROVIDER = 4  # as `ttc run`: the provider refuses the account
-OPENAI_BASE_URL = "https://api.openai.com/v1"
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -49,7 +49,9 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `ttc batch` (named as those of `ttc run`)."""
     parser.add_argument("input", type=Path, metavar="INPUT", help="OpenAI Batch input JSONL")
     parser.add_argument("--out", type=Path, required=True, help="Batch output JSONL to write")
-    parser.add_argument("--base-url", default=OPENAI_BASE_URL, help="API base URL, ending in /v1")
+    parser.add_argument(
+        "--base-url", default=VENDOR_URLS["openai"], help="API base URL, ending in /v1"
+    )
     parser.add_argument(
         "--model", help="set (or override) every request body's model (default: each body's own)"
     )

@@ -111,18 +111,13 @@ def compared(spec: RunSpec) -> tuple[str, ...]:
     return tuple(sorted(methods, key=lambda m: m != "elim"))
 
 
-# The vendors' own URLs, where no --base-url is given: a quota's key names the URL requests go
-# to, so `ttc run` and `ttc batch` on one model find the same quota whether or not they spell it.
-VENDOR_URLS = {
-    "openai": "https://api.openai.com/v1",  # as `ttc batch` defaults it (`_batch`)
-    "anthropic": "https://api.anthropic.com",
-    "gemini": "https://generativelanguage.googleapis.com",
-}
-
-
 def shared_quota_of(spec: RunSpec) -> AbstractAsyncContextManager[SharedQuota | None]:
     """The quota --shared-limits names for the policy model (None without it)."""
+    from ttc.adapters.providers import VENDOR_URLS
+
     p = spec.provider
+    # A quota's key names the URL requests go to: the vendor's where none is given, so that
+    # `ttc run` and `ttc batch` on one model find the same quota whether or not they spell it.
     url = p.base_url or VENDOR_URLS.get(p.kind)
     return shared_quota(spec.shared_limits, spec.quota_name, p.kind, url, p.model)
 

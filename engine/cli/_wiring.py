@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from ttc.adapters.providers import VENDOR_URLS
 from ttc.engine import (
     ConfigError,
     Embedder,
@@ -195,7 +196,7 @@ def api_provider(
         openai = OpenAIResponsesProvider if how.api == "responses" else OpenAIProvider
         return openai(
             model,
-            base_url=base_url or "https://api.openai.com/v1",
+            base_url=base_url or VENDOR_URLS["openai"],
             api_key_env=api_key_env or "OPENAI_API_KEY",
             extra_body=tier,
             connection=connection,
@@ -228,7 +229,7 @@ def api_provider(
 
         return AnthropicProvider(
             model,
-            base_url=base_url or "https://api.anthropic.com",
+            base_url=base_url or VENDOR_URLS["anthropic"],
             api_key_env=api_key_env or "ANTHROPIC_API_KEY",
             connection=connection,
         )

@@ -124,10 +124,11 @@ def test_a_shared_limits_url_that_held_a_password_must_be_given_again() -> None:
 
 
 def test_a_run_and_a_batch_on_the_vendors_url_share_one_quota_key() -> None:
-    from ttc.engine.cli._batch import OPENAI_BASE_URL
-    from ttc.engine.cli._commands import VENDOR_URLS
+    from ttc.adapters.providers import VENDOR_URLS
+    from ttc.engine.cli import build_parser
     from ttc.engine.send._shared import quota_key
 
     # `ttc batch` names OpenAI's URL by default; `ttc run` leaves it unset.
-    batch = quota_key("openai", OPENAI_BASE_URL, "gpt-4o-mini", None)
+    default = build_parser("batch").parse_args(["batch", "in.jsonl", "--out", "o"]).base_url
+    batch = quota_key("openai", default, "gpt-4o-mini", None)
     assert quota_key("openai", VENDOR_URLS["openai"], "gpt-4o-mini", None) == batch
