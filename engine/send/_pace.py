@@ -265,9 +265,10 @@ class RequestPace:
         below the quota to its end (and a third gives the window up). Should the cause last,
         the next refusal widens it again: an episode per CLEAN_WINDOWS windows at most."""
         self._widened = now
-        margin = max(self._margin, (window.span - window.seconds) / 3)
-        if window.span - window.seconds <= self._margin:
+        widened = window.span - window.seconds
+        if widened <= self._margin:
             return window
+        margin = max(self._margin, widened / 3)
         narrowed = self.window = Window(
             window.seconds, window.budget, window.seconds + margin, window.kind
         )
