@@ -143,15 +143,30 @@ def header_count(text: str | None) -> int | None:
 
 def rate_info(headers: Mapping[str, str]) -> RateInfo | None:
     """The x-ratelimit-* headers of a response (OpenAI's names), or None if it sent none."""
+    said = [headers.get(name) for name in _RATE_HEADERS]
+    if said == _NONE_SAID:  # most servers (and every local one) send none: nothing to parse
+        return None
+    limit_requests, limit_tokens, remaining_requests, remaining_tokens, reset_r, reset_t = said
     info = RateInfo(
-        limit_requests=header_count(headers.get("x-ratelimit-limit-requests")),
-        limit_tokens=header_count(headers.get("x-ratelimit-limit-tokens")),
-        remaining_requests=header_count(headers.get("x-ratelimit-remaining-requests")),
-        remaining_tokens=header_count(headers.get("x-ratelimit-remaining-tokens")),
-        reset_requests_s=parse_duration(headers.get("x-ratelimit-reset-requests")),
-        reset_tokens_s=parse_duration(headers.get("x-ratelimit-reset-tokens")),
+        limit_requests=header_count(limit_requests),
+        limit_tokens=header_count(limit_tokens),
+        remaining_requests=header_count(remaining_requests),
+        remaining_tokens=header_count(remaining_tokens),
+        reset_requests_s=parse_duration(reset_r),
+        reset_tokens_s=parse_duration(reset_t),
     )
     return None if info == RateInfo() else info
+
+
+_RATE_HEADERS = (
+    "x-ratelimit-limit-requests",
+    "x-ratelimit-limit-tokens",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-remaining-tokens",
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-reset-tokens",
+)
+_NONE_SAID = [None] * len(_RATE_HEADERS)
 
 
 def retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:

@@ -339,7 +339,7 @@ class OpenAIProvider(Provider):
         """Transient unless a 2xx body is an answer (see `post_json`)."""
         if not isinstance(data, dict):
             raise Transient(f"{self.name}: truncated body (a JSON {type(data).__name__})")
-        field = {"/completions": "choices", "/embeddings": "data"}.get(path[path.rfind("/") :])
+        field = _ANSWER_FIELD.get(path[path.rfind("/") :])
         items = data.get(field) if field else None
         if field and (not isinstance(items, list) or not items):
             problem = f"empty {field}"
@@ -360,8 +360,10 @@ class OpenAIProvider(Provider):
         self._check_answer("/chat/completions", data)
         choices = data["choices"]
         try:
-            ordered = sorted(enumerate(choices), key=_choice_order)
-            answers = [_answer(choice) for _, choice in ordered]
+            if len(choices) == 1:  # one sample per request: nothing to order
+                answers = [_answer(choices[0])]
+            else:
+                answers = [_answer(c) for _, c in sorted(enumerate(choices), key=_choice_order)]
             # An echoing server must not get the key into the journal: every string it
             # sends that is kept is redacted.
             texts = tuple(redact(text, self._secrets) for text, _ in answers)
@@ -417,6 +419,10 @@ class OpenAIResponsesProvider(OpenAIProvider):
 
     def __repr__(self) -> str:
         return f"OpenAIResponsesProvider(model={self.model!r}, base_url={self.base_url!r})"
+
+
+# The field a 2xx body must hold, non-empty, to be an answer, by the path's last part.
+_ANSWER_FIELD = {"/completions": "choices", "/embeddings": "data"}
 
 
 def _choice_order(pair: tuple[int, Any]) -> tuple[int, int]:

@@ -21,6 +21,7 @@ looked for in free text (it would cut every answer to pieces); it is still taken
 from __future__ import annotations
 
 import base64
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -123,10 +124,20 @@ def redact_url(url: str) -> str:
     return url_credentials(url)[0]
 
 
-def _each(secrets: Secrets) -> list[str]:
-    items = [secrets] if isinstance(secrets, str) else list(secrets or ())
+def _each(secrets: Secrets) -> tuple[str, ...]:
+    if isinstance(secrets, (str, tuple)):  # a provider's own: ordered once (every response)
+        return _ordered(secrets)
+    return _order(list(secrets or ()))
+
+
+@functools.lru_cache(maxsize=64)
+def _ordered(secrets: str | tuple[str, ...]) -> tuple[str, ...]:
+    return _order([secrets] if isinstance(secrets, str) else list(secrets))
+
+
+def _order(items: list[str]) -> tuple[str, ...]:
     # Longest first, so that a secret holding another is replaced whole.
-    return sorted({s for s in items if len(s) >= MIN_SECRET}, key=len, reverse=True)
+    return tuple(sorted({s for s in items if len(s) >= MIN_SECRET}, key=len, reverse=True))
 
 
 def redact(text: str, secrets: Secrets) -> str:
@@ -179,7 +190,7 @@ def _plain(secret: str) -> bool:
     return not any(c in '"\\/' or c < " " for c in secret)
 
 
-def _shell(value: Any, secrets: list[str]) -> Any:
+def _shell(value: Any, secrets: Sequence[str]) -> Any:
     """An empty container of `value`'s kind, or `value` itself redacted."""
     if isinstance(value, dict):
         return {}
