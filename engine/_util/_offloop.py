@@ -53,12 +53,12 @@ async def in_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) ->
 
 class _Turns:
     """When the engine's code last began a turn on a loop, the tasks waiting for the next, and
-    how many of them one turn lets through."""
+    how many of them one turn lets through. It holds no reference to its loop (its methods run
+    in it): a loop that ends is freed, and its entry in `_TURNS` with it."""
 
-    __slots__ = ("loop", "share", "since", "waiters")
+    __slots__ = ("share", "since", "waiters")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+    def __init__(self) -> None:
         self.since = time.perf_counter()
         # Each waiting task has its own future: a cancelled waiter cancels only its own.
         self.waiters: collections.deque[asyncio.Future[None]] | None = None
@@ -66,7 +66,7 @@ class _Turns:
 
     def wait(self) -> asyncio.Future[None]:
         """A future done once this task's turn comes (first come, first served)."""
-        fut = self.loop.create_future()
+        fut = asyncio.get_running_loop().create_future()
         if self.waiters is None:
             self.waiters = collections.deque()
             self._shut()
@@ -77,7 +77,8 @@ class _Turns:
         """Shuts the gate for two iterations of the loop: in the first, the loop's own callbacks
         run (a timer that fell due, data that arrived); in the second, the tasks they woke. An
         iteration is first come, first served, so the engine's tasks go on in a third."""
-        self.loop.call_soon(self.loop.call_soon, self._open)
+        loop = asyncio.get_running_loop()  # called in the loop, by a task or by `_open`
+        loop.call_soon(loop.call_soon, self._open)
 
     def _open(self) -> None:
         now = time.perf_counter()
@@ -107,16 +108,28 @@ class _Turns:
 _FIRST_SHARE, _MAX_SHARE = 16, 4096
 
 _TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Turns] = weakref.WeakKeyDictionary()
+# The loop that paused last, and its turns: a weak dictionary's lookup makes a weak reference
+# each time, and `pause` runs several times per request.
+_last: tuple[weakref.ref[asyncio.AbstractEventLoop], _Turns] | None = None
+
+
+def _turns(loop: asyncio.AbstractEventLoop) -> _Turns:
+    global _last
+    last = _last
+    if last is not None and last[0]() is loop:
+        return last[1]
+    turns = _TURNS.get(loop)
+    if turns is None:
+        turns = _TURNS[loop] = _Turns()
+    _last = (weakref.ref(loop), turns)
+    return turns
 
 
 async def pause() -> None:
     """Gives the loop a turn if the engine's code has held it for TURN_S or more (or a turn is
     being given already): the task waits for its place, once. Each turn lets through at least
     one task, so the engine progresses however slow the machine (a loaded one, a profiler)."""
-    loop = asyncio.get_running_loop()
-    turns = _TURNS.get(loop)
-    if turns is None:
-        turns = _TURNS[loop] = _Turns(loop)
+    turns = _turns(asyncio.get_running_loop())
     if turns.waiters is None and time.perf_counter() - turns.since < TURN_S:
         return
     await turns.wait()

@@ -56,15 +56,14 @@ class Pick:
         correct: bool,
         reward: float | None = None,
     ) -> None:
-        for name, value in (
-            ("round", round),
-            ("k", k),
-            ("packed", _pack(text)),
-            ("answer", answer),
-            ("correct", correct),
-            ("reward", reward),
-        ):
-            object.__setattr__(self, name, value)
+        # Frozen: set as dataclasses' own __init__ sets them (one per sample, some twice).
+        setattr_ = object.__setattr__
+        setattr_(self, "round", round)
+        setattr_(self, "k", k)
+        setattr_(self, "packed", _pack(text))
+        setattr_(self, "answer", answer)
+        setattr_(self, "correct", correct)
+        setattr_(self, "reward", reward)
 
     @property
     def text(self) -> str | None:

@@ -88,6 +88,11 @@ log = logging.getLogger("ttc")
 CANCELLED = "cancelled by the host (the run's stream closed, or its task cancelled)"
 
 
+# Events that record no work done: a resumed run that journals only these did nothing new. A
+# tuple, made once (every sample's events pass the test).
+_BOOKKEEPING = (RunStarted, RoundEnded, LimiterSampled, LimitsSteered)
+
+
 class Engine:
     """Runs a test set through a provider with a strategy; use as `async with Engine(...)`.
 
@@ -345,9 +350,7 @@ class Engine:
 
     def _emit(self, event: Event) -> None:
         """Journals an event (when the run has a directory) and shows it to the observer."""
-        self._fresh += not isinstance(
-            event, RunStarted | RoundEnded | LimiterSampled | LimitsSteered
-        )
+        self._fresh += not isinstance(event, _BOOKKEEPING)
         if self._journal is not None:
             self._journal.append(event)
         self.observer.event(event)

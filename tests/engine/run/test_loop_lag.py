@@ -7,6 +7,7 @@ import asyncio
 import gc
 import os
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -157,3 +158,19 @@ async def test_pause_lets_every_task_through_on_a_machine_too_slow_for_a_turn(
 
     await asyncio.wait_for(asyncio.gather(*(task() for _ in range(50))), timeout=60)
     assert passed == 250
+
+
+def test_a_loop_that_paused_is_freed_once_its_host_is_done_with_it() -> None:
+    # Hosts that make a loop per job (asyncio.run in a worker) must not keep each one alive.
+    async def work() -> asyncio.AbstractEventLoop:
+        for _ in range(3):
+            await pause()
+        return asyncio.get_running_loop()
+
+    loops = []
+    for _ in range(2):
+        with asyncio.Runner() as runner:
+            loops.append(weakref.ref(runner.run(work())))
+    gc.collect()
+    assert loops[0]() is None  # the one before the last is gone (the last may stay cached)
+    assert len(_offloop._TURNS) <= 1

@@ -99,6 +99,45 @@ async def test_batches_group_what_landed_and_end_every_reader() -> None:
     assert max(len(group) for group in seen) <= 4
 
 
+async def test_a_full_batches_holds_its_producers_until_a_reader_takes_room() -> None:
+    batches: Batches[int] = Batches(maxsize=3, batch=2)
+    producers = [asyncio.create_task(batches.put(i)) for i in range(7)]
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert sum(p.done() for p in producers) == 3  # the queue holds three; four wait
+    seen: list[list[int]] = []
+
+    async def judge(group: list[int]) -> None:
+        seen.append(group)
+        await asyncio.sleep(0)
+
+    readers = asyncio.create_task(bounded(batches, judge, 2))
+    await asyncio.gather(*producers)
+    await batches.close()
+    await readers
+    assert sorted(x for group in seen for x in group) == list(range(7))
+    assert all(1 <= len(group) <= 2 for group in seen)
+    with pytest.raises(RuntimeError, match="closed"):
+        await batches.put(8)
+
+
+async def test_a_producer_cancelled_as_it_is_woken_passes_the_room_on() -> None:
+    batches: Batches[int] = Batches(maxsize=1, batch=1)
+    await batches.put(0)
+    first = asyncio.create_task(batches.put(1))
+    second = asyncio.create_task(batches.put(2))
+    await asyncio.sleep(0)
+    assert not first.done()
+    assert not second.done()
+    assert await batches.__anext__() == [0]  # room for one: the first in line is woken...
+    first.cancel()  # ...and cancelled before it runs: the second must get the room
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert first.cancelled()
+    assert second.done()
+    assert await batches.__anext__() == [2]
+
+
 # ---- the token estimator
 
 
