@@ -33,6 +33,7 @@ from ttc.engine.contract._errors import ConfigError, describe_failure
 from ttc.engine.contract._policy import Allotment, DemoPlan
 from ttc.engine.contract._state import RoundStats, RunState, count_into
 from ttc.engine.contract._types import (
+    Embedder,
     EmbedderSpec,
     Item,
     Provider,
@@ -91,6 +92,11 @@ CANCELLED = "cancelled by the host (the run's stream closed, or its task cancell
 # Events that record no work done: a resumed run that journals only these did nothing new. A
 # tuple, made once (every sample's events pass the test).
 _BOOKKEEPING = (RunStarted, RoundEnded, LimiterSampled, LimitsSteered)
+
+
+def _embedder(spec: EmbedderSpec) -> Embedder:
+    """`ttc.retrieval.resolve_embedder(spec)`, the package loaded where this runs."""
+    return ttc.retrieval.resolve_embedder(spec)
 
 
 class Engine:
@@ -307,7 +313,9 @@ class Engine:
             if replayed is not None:
                 log.info("limits as `ttc ctl set` left them: %s", replayed.describe())
         self.parts.warn_prices(self.pricing)
-        embedder = ttc.retrieval.resolve_embedder(self._embedder_spec) if needs_vectors else None
+        # In a thread: the first use of `ttc.retrieval` imports numpy and FAISS (40-60 ms), and
+        # a factory may load a model; the host's loop goes on meanwhile.
+        embedder = await in_thread(_embedder, self._embedder_spec) if needs_vectors else None
         if not self.verifiers.started:  # a pool this run starts, this run closes
             self.verifiers.start()
             stack.push_async_callback(self.verifiers.aclose)
