@@ -11,9 +11,8 @@ so does a pool whose workers cannot start at all (a suite class defined in a not
 imported by a new process: judge in-process with `workers=0`). Workers ignore SIGINT: Ctrl-C is
 the host's to handle, and the host shuts them down.
 
-A host killed with SIGKILL leaves its queues' named semaphores to multiprocessing's resource
-tracker, which unlinks them; the pool starts the tracker with its "leaked semaphore objects"
-warning silenced, so a `kill -9` prints nothing more (`_quiet_tracker`).
+The workers are `_procs.Workers`: the event loop reads and writes their pipes itself, with no
+thread of the parent in between (and no named semaphore for a `kill -9` to leave behind).
 
 A suite's `judge` that raises is a bug in the suite, not a score: the pool raises a
 `VerifierError` naming the item (the traceback goes to the log), and the run stops dispatching;
@@ -36,12 +35,11 @@ import sys
 import threading
 import traceback
 from collections.abc import Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from typing import Protocol
 
 from ttc.engine.contract._errors import ConfigError, VerifierError
 from ttc.engine.contract._types import Item, Suite, Verdict
+from ttc.engine.run._procs import Workers, WorkersBroken
 
 log = logging.getLogger("ttc")
 
@@ -59,27 +57,6 @@ def _die_with_parent(parent: int) -> None:
             return
         if os.getppid() != parent:  # the parent died before the line above took effect
             os._exit(1)
-
-
-# The resource tracker's warning about what a dead parent left: started with this filter, the
-# tracker still unlinks them, and says nothing (the fields of `python -W`; a message with a colon
-# cannot be named, so it is every UserWarning of that module: this one, and a failed unlink).
-_TRACKER_QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"
-
-
-def _quiet_tracker() -> None:
-    """Starts multiprocessing's resource tracker, if it is not running, with the pool's queue
-    semaphores' warning silenced: a run killed with SIGKILL cannot unlink them, the tracker does
-    (that is its job), and its "leaked semaphore objects" warning on the terminal after a
-    `kill -9` would read as a bug. The tracker takes its warning filters from `sys.warnoptions`
-    as it starts, so the filter is there only while it starts: the workers do not get it."""
-    from multiprocessing import resource_tracker
-
-    sys.warnoptions.append(_TRACKER_QUIET)
-    try:
-        resource_tracker.ensure_running()
-    finally:
-        sys.warnoptions.remove(_TRACKER_QUIET)
 
 
 def _install(suite: Suite, parent: int) -> None:
@@ -131,10 +108,6 @@ def judge_pairs(suite: Suite, pairs: list[tuple[Item, str]]) -> list[Verdict]:
         except Exception as exc:
             raise JudgeRaised(item.id, repr(exc), traceback.format_exc()) from None
     return verdicts
-
-
-def _ready() -> bool:
-    return _SUITE is not None
 
 
 def _bootstrapping() -> bool:
@@ -196,8 +169,8 @@ class VerifierPool:
     def __init__(self, suite: Suite, workers: int) -> None:
         self.suite = suite
         self.workers = workers
-        self._pool: ProcessPoolExecutor | None = None
-        self._warming: list[Future[bool]] = []
+        self._pool: Workers | None = None
+        self._retired: list[Workers] = []  # broken sets, closed, not yet reaped
         self._ready = False
         self.judged = 0
 
@@ -214,27 +187,23 @@ class VerifierPool:
                 # Leave quietly; the run that started us says why its workers did not start.
                 os._exit(1)
             _importable(self.suite)
-            if os.name == "posix":
-                _quiet_tracker()
-            self._pool = ProcessPoolExecutor(
-                max_workers=self.workers,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_install,
-                initargs=(self.suite, os.getpid()),
-            )
             # Start the workers now, so their imports overlap the first requests; they are
             # started ignoring SIGINT, so a Ctrl-C during their start-up prints nothing.
             with _sigint_ignored():
-                self._warming = [self._pool.submit(_ready) for _ in range(self.workers)]
+                self._pool = Workers(self.workers, _install, (self.suite, os.getpid()), _judge_many)
+            self._ready = False
 
     async def ready(self) -> None:
         """Wait until the worker processes have started and installed the suite; VerifierError
         if they could not."""
-        if self._ready or not self._warming:
+        if self._ready or self._pool is None:
+            return
+        if self._pool.started:  # a worker that dies later is replaced, not a start-up failure
+            self._ready = True
             return
         try:
-            await asyncio.gather(*(asyncio.wrap_future(f) for f in self._warming))
-        except BrokenProcessPool:
+            await self._pool.ready()
+        except WorkersBroken:
             raise VerifierError(
                 "the verifier processes exited while starting, so no response can be judged. "
                 "They are started with multiprocessing's spawn, which imports the script that "
@@ -261,13 +230,13 @@ class VerifierPool:
 
     async def _judge_in_workers(self, pairs: list[tuple[Item, str]]) -> list[Verdict]:
         await self.ready()
-        loop = asyncio.get_running_loop()
         for _ in range(2):
             pool = self._pool
             assert pool is not None
             try:
-                return await loop.run_in_executor(pool, _judge_many, pairs)
-            except BrokenProcessPool:
+                verdicts: list[Verdict] = await pool.call(pairs)
+                return verdicts
+            except WorkersBroken:
                 # A worker died (killed, out of memory). Every batch in flight on that pool
                 # fails at once: only the first to notice starts a fresh pool.
                 if self._pool is pool:
@@ -279,13 +248,18 @@ class VerifierPool:
 
     def _restart(self) -> None:
         if self._pool is not None:
-            # No cancel_futures: a broken pool fails its pending futures itself, and a cancelled
-            # future would cancel the verify task awaiting it and drop its batch.
-            self._pool.shutdown(wait=False)
+            # A broken set has failed every call waiting on it (each is tried again here).
+            self._pool.close()
+            self._retired.append(self._pool)
             self._pool = None
         self.start()
 
     async def aclose(self) -> None:
+        sets, self._retired = self._retired, []
         if self._pool is not None:
-            pool, self._pool = self._pool, None
-            await asyncio.to_thread(pool.shutdown, True, cancel_futures=True)
+            sets.append(self._pool)
+            self._pool = None
+        for workers in sets:
+            workers.close()
+        for workers in sets:
+            await asyncio.to_thread(workers.join)

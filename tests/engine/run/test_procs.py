@@ -1,0 +1,98 @@
+"""Worker processes over pipes the event loop reads: what the verifier pool relies on."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+
+import pytest
+
+from ttc.engine.run._procs import Workers, WorkersBroken
+
+
+def _nothing() -> None:
+    """The workers' set-up (module level: a spawned worker imports it)."""
+
+
+def _work(request: tuple[str, object]) -> object:
+    what, value = request
+    if what == "echo":
+        return value
+    if what == "upper":
+        assert isinstance(value, str)
+        return value.upper()
+    if what == "raise":
+        raise ValueError(value)
+    if what == "pid":
+        return os.getpid()
+    if what == "die":
+        os._exit(3)
+    raise AssertionError(what)
+
+
+async def _closed(workers: Workers) -> None:
+    workers.close()
+    await asyncio.to_thread(workers.join)
+
+
+async def test_large_requests_and_replies_cross_whole_and_in_order() -> None:
+    workers = Workers(2, _nothing, (), _work)
+    try:
+        await workers.ready()
+        # Far more than a pipe holds (64 KB): written and read in pieces by the loop.
+        texts = [f"{i}:" + "x" * (3_000_000 + i) for i in range(4)]
+        threads = threading.active_count()
+        replies = await asyncio.gather(*(workers.call(("upper", t)) for t in texts))
+        assert replies == [t.upper() for t in texts]
+        assert threading.active_count() == threads  # no thread of the parent's in between
+    finally:
+        await _closed(workers)
+
+
+async def test_an_error_comes_back_as_itself_and_the_worker_goes_on() -> None:
+    workers = Workers(1, _nothing, (), _work)
+    try:
+        with pytest.raises(ValueError, match="bad input"):
+            await workers.call(("raise", "bad input"))
+        assert await workers.call(("echo", 7)) == 7
+    finally:
+        await _closed(workers)
+
+
+async def test_a_cancelled_callers_reply_is_dropped_and_the_worker_serves_the_next() -> None:
+    workers = Workers(1, _nothing, (), _work)
+    try:
+        await workers.ready()
+        first = asyncio.create_task(workers.call(("echo", "first")))
+        await asyncio.sleep(0)
+        first.cancel()
+        assert await workers.call(("echo", "second")) == "second"
+        assert first.cancelled()
+    finally:
+        await _closed(workers)
+
+
+async def test_a_worker_that_exits_breaks_the_set_for_every_call() -> None:
+    workers = Workers(2, _nothing, (), _work)
+    try:
+        await workers.ready()
+        assert workers.started
+        with pytest.raises(WorkersBroken, match=r"exited"):
+            await workers.call(("die", None))
+        with pytest.raises(WorkersBroken):
+            await workers.call(("echo", 1))
+    finally:
+        await _closed(workers)
+    assert all(not w.process.is_alive() for w in workers._workers)
+
+
+def test_a_set_started_outside_a_loop_serves_one_loop_after_another() -> None:
+    workers = Workers(1, _nothing, (), _work)
+    try:
+        first = asyncio.run(workers.call(("pid", None)))
+        second = asyncio.run(workers.call(("pid", None)))
+        assert first == second  # the same worker, watched from the second loop
+    finally:
+        workers.close()
+        workers.join()
