@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,7 +114,7 @@ async def main():
     pool = VerifierPool(FakeSuite(pool=items(2)), workers=1)
     pool.start()
     await pool.ready()
-    print("ready", flush=True)
+    print("ready", *(w.process.pid for w in pool._pool._workers), flush=True)
     await asyncio.sleep(600)
 
 if __name__ == "__main__":
@@ -121,8 +122,8 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="named semaphores and SIGKILL: Linux")
-def test_a_host_killed_with_sigkill_leaves_no_semaphore_warning(tmp_path: Path) -> None:
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG and SIGKILL: Linux")
+def test_a_host_killed_with_sigkill_leaves_no_worker_and_no_warning(tmp_path: Path) -> None:
     import signal
     import subprocess
 
@@ -139,7 +140,8 @@ def test_a_host_killed_with_sigkill_leaves_no_semaphore_warning(tmp_path: Path) 
     )
     try:
         assert host.stdout is not None
-        assert host.stdout.readline().strip() == "ready"  # the pool's queues hold semaphores
+        said, *pids = host.stdout.readline().split()
+        assert said == "ready"
         host.send_signal(signal.SIGKILL)
         # The tracker and the worker hold the host's stderr until they end: read it to its end.
         _, err = host.communicate(timeout=120)
@@ -147,3 +149,18 @@ def test_a_host_killed_with_sigkill_leaves_no_semaphore_warning(tmp_path: Path) 
         host.kill()
     assert host.returncode == -signal.SIGKILL
     assert "leaked semaphore" not in err, err
+    assert "Traceback" not in err, err
+    for pid in map(int, pids):  # the kernel ended the worker with its parent
+        for _ in range(600):
+            if not Path(f"/proc/{pid}").exists() or "Z" in _state(pid):
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError(f"verifier worker {pid} outlived its killed host")
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
