@@ -54,17 +54,21 @@ def serve(
     request frame, `(True, result)` or `(False, exception)`, until the parent closes its end."""
     fd = conn.fileno()
     setup(*args)
-    _send(fd, pickle.dumps(True))
-    while (frame := _receive(fd)) is not None:
-        try:
-            reply: tuple[bool, Any] = (True, handle(pickle.loads(frame)))
-        except Exception as exc:
-            reply = (False, exc)
-        try:
-            data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # an unpicklable result or error: said, not a dead worker
-            data = pickle.dumps((False, RuntimeError(f"a worker's reply cannot be sent: {exc!r}")))
-        _send(fd, data)
+    try:
+        _send(fd, pickle.dumps(True))
+        while (frame := _receive(fd)) is not None:
+            try:
+                reply: tuple[bool, Any] = (True, handle(pickle.loads(frame)))
+            except Exception as exc:
+                reply = (False, exc)
+            try:
+                data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:  # an unpicklable result or error: said, not a dead worker
+                failed = RuntimeError(f"a worker's reply cannot be sent: {exc!r}")
+                data = pickle.dumps((False, failed))
+            _send(fd, data)
+    except (BrokenPipeError, ConnectionResetError):
+        return  # the parent closed its end (a run that stopped early): quietly, as at its end
 
 
 def _send(fd: int, payload: bytes) -> None:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +17,10 @@ from ttc.engine.run._procs import Workers, WorkersBroken
 
 def _nothing() -> None:
     """The workers' set-up (module level: a spawned worker imports it)."""
+
+
+def _slowly() -> None:
+    time.sleep(0.5)  # the parent closes the pipes before this set-up is done
 
 
 def _work(request: tuple[str, object]) -> object:
@@ -96,3 +104,28 @@ def test_a_set_started_outside_a_loop_serves_one_loop_after_another() -> None:
     finally:
         workers.close()
         workers.join()
+
+
+_CLOSED_EARLY = """
+import sys
+from test_procs import Workers, _slowly, _work
+
+if __name__ == "__main__":
+    workers = Workers(2, _slowly, (), _work)
+    workers.close()
+    workers.join()
+    print("exit codes", *(w.process.exitcode for w in workers._workers))
+"""
+
+
+def test_workers_closed_before_their_set_up_is_done_exit_quietly(tmp_path: Path) -> None:
+    script = tmp_path / "host.py"
+    script.write_text(_CLOSED_EARLY)
+    here = str(Path(__file__).parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, *sys.path])}
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["exit", "codes", "0", "0"]
+    assert done.stderr == ""  # no "Process SpawnProcess-1: Traceback ... BrokenPipeError"
