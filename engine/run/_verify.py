@@ -35,7 +35,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 from ttc.engine.contract._errors import ConfigError, VerifierError
 from ttc.engine.contract._types import Item, Suite, Verdict
@@ -69,9 +69,30 @@ def _install(suite: Suite, parent: int) -> None:
     suite.prepare()
 
 
-def _judge_many(pairs: list[tuple[Item, str]]) -> list[Verdict]:
+def _judge_many(batch: list[tuple[Any, str]]) -> list[Any]:
+    """`judge_pairs` in a worker, on a batch as `_to_worker` sent it, answered as `_verdicts`
+    reads it."""
     assert _SUITE is not None, "verifier worker was not initialised"
-    return judge_pairs(_SUITE, pairs)
+    pairs = [(Item(*item) if type(item) is tuple else item, text) for item, text in batch]
+    return [_plain(v) for v in judge_pairs(_SUITE, pairs)]
+
+
+# Items and verdicts cross to and from the workers as plain tuples when they are of the
+# contract's own classes: a slotted dataclass pickles through `dataclasses.fields` for every
+# object, which cost more than the rest of a round trip. A subclass (a suite's own) goes whole.
+def _to_worker(pairs: list[tuple[Item, str]]) -> list[tuple[Any, str]]:
+    return [
+        ((it.id, it.question, it.reference, it.meta) if type(it) is Item else it, text)
+        for it, text in pairs
+    ]
+
+
+def _plain(v: Verdict) -> Any:
+    return (v.score, v.answer, v.detail) if type(v) is Verdict else v
+
+
+def _verdicts(replies: list[Any]) -> list[Verdict]:
+    return [Verdict(*v) if type(v) is tuple else v for v in replies]
 
 
 class JudgeRaised(Exception):
@@ -234,8 +255,7 @@ class VerifierPool:
             pool = self._pool
             assert pool is not None
             try:
-                verdicts: list[Verdict] = await pool.call(pairs)
-                return verdicts
+                return _verdicts(await pool.call(_to_worker(pairs)))
             except WorkersBroken:
                 # A worker died (killed, out of memory). Every batch in flight on that pool
                 # fails at once: only the first to notice starts a fresh pool.

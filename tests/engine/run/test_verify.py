@@ -164,3 +164,38 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "Z"
+
+
+@dataclass(frozen=True)
+class TaggedVerdict(Verdict):
+    """A suite's own verdict class (module level: workers import it)."""
+
+    tag: str = "mine"
+
+
+@dataclass
+class OwnClasses(FakeSuite):
+    """Judges with its own verdict class, and reads the item's meta."""
+
+    def judge(self, item: Item, response: str) -> Verdict:
+        plain = super().judge(item, response)
+        if item.meta.get("tagged"):
+            return TaggedVerdict(plain.score, plain.answer, plain.detail, tag=item.meta["tagged"])
+        return plain
+
+
+async def test_items_and_verdicts_cross_to_the_workers_whole() -> None:
+    pool_items = items(4)
+    tagged = Item("q3", pool_items[3].question, pool_items[3].reference, {"tagged": "yes"})
+    pool = VerifierPool(OwnClasses(pool=pool_items), workers=1)
+    pool.start()
+    try:
+        pairs = [(it, it.reference) for it in pool_items[:3]] + [(tagged, "wrong")]
+        verdicts = await pool.judge_many(pairs)
+        in_process = VerifierPool(OwnClasses(pool=pool_items), workers=0)
+        assert verdicts == await in_process.judge_many(pairs)
+    finally:
+        await pool.aclose()
+    assert [type(v) for v in verdicts] == [Verdict, Verdict, Verdict, TaggedVerdict]
+    assert isinstance(verdicts[3], TaggedVerdict)
+    assert verdicts[3].tag == "yes"
