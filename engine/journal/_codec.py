@@ -215,44 +215,29 @@ def _encoder(
     failed: Callable[[Any], Fields] | None = None,
 ) -> Callable[[Any], Fields]:
     """`encode(e)`: `ev`, then each key in order (`ok` a constant, a key left out as its field
-    says), then the flags that hold (`true`, or nothing).
-
-    The function is written out for the class, as `dataclasses` writes `__init__`: one statement
-    per key, with no loop over the plan and no `getattr` by name (a line per sample, and two
-    per sample in a run, made this the journal's largest cost in the loop thread). Names and
-    keys are the class's own fields and metadata; every value is passed in, never written into
-    the source.
-    """
+    says), then the flags that hold (`true`, or nothing)."""
+    kind = cls.KIND
     steps = _steps(ordered, fields)
     flags = [(f.flag[0], f.name, f.flag[1]) for f in fields.values() if f.flag is not None]
-    scope: dict[str, Any] = {"kind": cls.KIND, "ok": ok, "failed": failed}
-    body = ["def encode(e):"]
-    if failed is not None:
-        body.append("    if e.error is not None: return failed(e)")
-    body.append('    line = {"ev": kind}')
-    for i, (key, name, enc, omit) in enumerate(steps):
-        if name is None:
-            body.append(f"    line[{key!r}] = ok")
-            continue
-        if not name.isidentifier():
-            raise TypeError(f"{cls.__name__}: field {name!r} is no identifier")
-        value = f"e.{name}"
-        if enc is not None:
-            scope[f"enc{i}"] = enc
-            value = f"enc{i}({value})"
-        if omit is None:
-            body.append(f"    line[{key!r}] = {value}")
-            continue
-        test = "v is not None" if omit == "none" else "v"
-        body.append(f"    v = {value}")
-        body.append(f"    if {test}: line[{key!r}] = v")
-    for i, (key, name, test_fn) in enumerate(flags):
-        scope[f"flag{i}"] = test_fn
-        body.append(f"    if flag{i}(e.{name}): line[{key!r}] = True")
-    body.append("    return line")
-    exec("\n".join(body), scope)  # the source: field names and keys, checked above
-    encode: Callable[[Any], Fields] = scope["encode"]
-    encode.__qualname__ = f"{cls.__name__}.encode"
+
+    def encode(e: Any) -> Fields:
+        if failed is not None and e.error is not None:
+            return failed(e)
+        line: Fields = {"ev": kind}
+        for key, name, enc, omit in steps:
+            if name is None:
+                line[key] = ok
+                continue
+            value = getattr(e, name)
+            if enc is not None:
+                value = enc(value)
+            if omit is None or (value is not None if omit == "none" else value):
+                line[key] = value
+        for key, name, test in flags:
+            if test(getattr(e, name)):
+                line[key] = True
+        return line
+
     return encode
 
 
