@@ -229,7 +229,8 @@ class Embedder(Protocol):
 
 
 # What a host may give a run as its embedder: one, a factory called only when the method needs
-# vectors, or None (the lexical default).
+# vectors (in a worker thread, so that loading a model never holds the host's loop), or None
+# (the lexical default).
 EmbedderSpec: TypeAlias = Embedder | Callable[[], Embedder] | None
 
 

@@ -44,7 +44,7 @@ class WorkersBroken(RuntimeError):
     """A worker process exited: this set of workers can answer no more calls."""
 
 
-def serve(
+def _serve(
     conn: Connection,
     setup: Callable[..., None],
     args: tuple[Any, ...],
@@ -98,15 +98,16 @@ def _exactly(fd: int, n: int) -> bytes | None:
 class _Worker:
     """One process and the parent's end of its pipe."""
 
-    __slots__ = ("conn", "fd", "inbox", "outbox", "process", "ready", "reply")
+    __slots__ = ("conn", "fd", "inbox", "outbox", "process", "ready", "reply", "up")
 
     def __init__(self, process: BaseProcess, conn: Connection) -> None:
         self.process = process
         self.conn = conn
-        self.fd = conn.fileno()
+        self.fd = conn.fileno()  # -1 once closed: never unwatched again (the number is reused)
         self.inbox = bytearray()
         self.outbox = bytearray()
-        self.ready: asyncio.Future[None] | None = None  # made once a loop is bound
+        self.up = False  # its set-up is done: every frame from now on is a reply
+        self.ready: asyncio.Future[None] | None = None  # made in each loop bound until `up`
         self.reply: asyncio.Future[Any] | None = None  # the call it is answering
 
 
@@ -124,7 +125,7 @@ class Workers:
         self._workers: list[_Worker] = []
         for _ in range(max(1, n)):
             mine, theirs = ctx.Pipe(duplex=True)
-            process = ctx.Process(target=serve, args=(theirs, setup, args, handle), daemon=True)
+            process = ctx.Process(target=_serve, args=(theirs, setup, args, handle), daemon=True)
             process.start()
             theirs.close()  # the child has its own copy; ours would hide its exit
             os.set_blocking(mine.fileno(), False)
@@ -144,7 +145,9 @@ class Workers:
     async def ready(self) -> None:
         """Waits until every worker has run its set-up; WorkersBroken if one exited first."""
         self._bind()
-        await asyncio.gather(*(w.ready for w in self._workers if w.ready is not None))
+        # Shielded: a cancelled caller must not cancel the futures every caller shares.
+        waits = [asyncio.shield(w.ready) for w in self._workers if w.ready is not None]
+        await asyncio.gather(*waits)
 
     async def call(self, request: Any) -> Any:
         """`handle(request)` in the first worker free: its result, or what it raised."""
@@ -164,6 +167,7 @@ class Workers:
         for w in self._workers:
             self._unwatch(w)
             w.conn.close()
+            w.fd = -1
             for fut in (w.ready, w.reply):
                 if fut is not None and not fut.done():
                     fut.cancel()
@@ -189,13 +193,15 @@ class Workers:
         if loop is self._loop:
             return
         if self._loop is not None:
-            if any(w.reply is not None for w in self._workers) or self._queue:
-                raise RuntimeError("these verifier workers are in use by another event loop")
+            # A loop that ended with calls its callers gave up (done futures) left nothing here.
+            self._queue = collections.deque((d, f) for d, f in self._queue if not f.done())
+            if self._queue or any(w.reply and not w.reply.done() for w in self._workers):
+                raise RuntimeError("these workers have calls waiting in another event loop")
             for w in self._workers:
                 self._unwatch(w)
         self._loop = loop
         for w in self._workers:
-            if w.ready is None:
+            if not w.up:  # a future of this loop (one of a loop that ended cannot be set)
                 w.ready = loop.create_future()
             loop.add_reader(w.fd, self._readable, w)
             if w.outbox:
@@ -203,7 +209,7 @@ class Workers:
 
     def _unwatch(self, w: _Worker) -> None:
         loop = self._loop
-        if loop is not None and not loop.is_closed():
+        if w.fd >= 0 and loop is not None and not loop.is_closed():
             loop.remove_reader(w.fd)
             loop.remove_writer(w.fd)
 
@@ -263,12 +269,18 @@ class Workers:
                 break
             payload = bytes(inbox[_LENGTH.size : end])
             del inbox[:end]
-            self._received(w, pickle.loads(payload))
+            try:
+                message = pickle.loads(payload)
+            except Exception as exc:  # (an exception class the parent cannot rebuild, say)
+                message = (False, RuntimeError(f"a worker's reply cannot be read: {exc!r}"))
+            self._received(w, message)
 
     def _received(self, w: _Worker, message: Any) -> None:
-        if w.ready is not None and not w.ready.done():  # its set-up is done
-            w.ready.set_result(None)
+        if not w.up:  # its first frame: its set-up is done
+            w.up = True
             self._set_up += 1
+            if w.ready is not None and not w.ready.done():
+                w.ready.set_result(None)
         else:
             ok, value = message
             fut, w.reply = w.reply, None
@@ -283,10 +295,11 @@ class Workers:
     def _died(self, w: _Worker) -> None:
         """A worker exited: the set is broken, and every call on it fails."""
         code = w.process.exitcode
-        self._broken = "a verifier process exited" + (f" ({code})" if code is not None else "")
+        self._broken = "a worker process exited" + (f" ({code})" if code is not None else "")
         self._unwatch(w)
         with contextlib.suppress(OSError):
             w.conn.close()
+        w.fd = -1
         broken = WorkersBroken(self._broken)
         for other in self._workers:
             if other.ready is not None and not other.ready.done():

@@ -208,11 +208,15 @@ class VerifierPool:
                 # Leave quietly; the run that started us says why its workers did not start.
                 os._exit(1)
             _importable(self.suite)
+            if os.name != "posix":  # the loop watches the workers' pipes: a selector on POSIX
+                raise ConfigError(
+                    "verifier processes need a POSIX system: judge in this process with 0 "
+                    "verifier workers (RunConfig(verifier_workers=0)), or on Ray"
+                )
             # Start the workers now, so their imports overlap the first requests; they are
             # started ignoring SIGINT, so a Ctrl-C during their start-up prints nothing.
             with _sigint_ignored():
                 self._pool = Workers(self.workers, _install, (self.suite, os.getpid()), _judge_many)
-            self._ready = False
 
     async def ready(self) -> None:
         """Wait until the worker processes have started and installed the suite; VerifierError

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -36,7 +37,20 @@ def _work(request: tuple[str, object]) -> object:
         return os.getpid()
     if what == "die":
         os._exit(3)
+    if what == "unreadable":
+        raise _Unreadable("a", "b")
+    if what == "sleep":
+        assert isinstance(value, float)
+        time.sleep(value)
+        return value
     raise AssertionError(what)
+
+
+class _Unreadable(Exception):
+    """An error pickle cannot rebuild: its __init__ takes two arguments, its args hold one."""
+
+    def __init__(self, first: str, second: str) -> None:
+        super().__init__(f"{first}{second}")
 
 
 async def _closed(workers: Workers) -> None:
@@ -129,3 +143,73 @@ def test_workers_closed_before_their_set_up_is_done_exit_quietly(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["exit", "codes", "0", "0"]
     assert done.stderr == ""  # no "Process SpawnProcess-1: Traceback ... BrokenPipeError"
+
+
+async def test_a_reply_the_parent_cannot_read_fails_its_call_not_the_loop() -> None:
+    workers = Workers(1, _nothing, (), _work)
+    try:
+        with pytest.raises(RuntimeError, match="cannot be read"):
+            await asyncio.wait_for(workers.call(("unreadable", None)), 60)
+        assert await workers.call(("echo", 2)) == 2  # the worker goes on
+    finally:
+        await _closed(workers)
+
+
+async def test_a_cancelled_wait_for_the_set_up_leaves_the_set_whole() -> None:
+    workers = Workers(2, _slowly, (), _work)
+    try:
+        waiting = asyncio.create_task(workers.ready())
+        await asyncio.sleep(0.05)
+        waiting.cancel()  # a run cancelled while its workers still import
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await asyncio.wait_for(workers.ready(), 60)
+        assert workers.started
+        assert await asyncio.wait_for(workers.call(("echo", 3)), 60) == 3
+    finally:
+        await _closed(workers)
+
+
+def test_a_loop_that_gave_up_on_a_call_leaves_the_set_to_the_next_loop() -> None:
+    workers = Workers(1, _nothing, (), _work)
+
+    async def gives_up() -> None:
+        await workers.ready()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(workers.call(("sleep", 0.5)), 0.05)
+
+    try:
+        asyncio.run(gives_up())
+        assert asyncio.run(workers.call(("echo", 4))) == 4
+    finally:
+        workers.close()
+        workers.join()
+
+
+async def test_a_dead_workers_descriptor_is_never_unwatched_again() -> None:
+    workers = Workers(2, _nothing, (), _work)
+    loop = asyncio.get_running_loop()
+    try:
+        await workers.ready()
+        with pytest.raises(WorkersBroken):
+            await workers.call(("die", None))
+        # A new socket may take the dead worker's descriptor number; closing the set must not
+        # unregister what is watched under it now.
+        mine, theirs = socket.socketpair()
+        try:
+            heard: asyncio.Future[bool] = loop.create_future()
+
+            def readable() -> None:
+                if not heard.done():
+                    heard.set_result(True)
+
+            loop.add_reader(mine.fileno(), readable)
+            workers.close()
+            theirs.send(b"x")
+            assert await asyncio.wait_for(heard, 60)
+            loop.remove_reader(mine.fileno())
+        finally:
+            mine.close()
+            theirs.close()
+    finally:
+        await _closed(workers)

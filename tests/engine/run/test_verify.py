@@ -199,3 +199,24 @@ async def test_items_and_verdicts_cross_to_the_workers_whole() -> None:
     assert [type(v) for v in verdicts] == [Verdict, Verdict, Verdict, TaggedVerdict]
     assert isinstance(verdicts[3], TaggedVerdict)
     assert verdicts[3].tag == "yes"
+
+
+async def test_a_set_that_breaks_while_it_starts_again_is_restarted_not_a_start_up_error() -> None:
+    import signal
+
+    pool_items = items(2)
+    pool = VerifierPool(FakeSuite(pool=pool_items), workers=2)
+    pool.start()
+    try:
+        await pool.ready()
+        pool._restart()  # as after a worker died mid-run
+        assert pool._pool is not None
+        for w in pool._pool._workers:  # the new set dies before its set-up is done
+            assert w.process.pid is not None
+            os.kill(w.process.pid, signal.SIGKILL)
+        # Not "exited while starting ... put the code under __main__": that is said only of
+        # the first set; this batch is judged by a set started again.
+        [verdict] = await pool.judge_many([(pool_items[0], pool_items[0].reference)])
+    finally:
+        await pool.aclose()
+    assert verdict.score == 1.0
