@@ -62,6 +62,7 @@ from ttc.engine import (
     Transient,
     Usage,
 )
+from ttc.engine._util import order_secrets
 from ttc.engine.send import text_tokens
 
 __all__ = ["ANTHROPIC_BASE_URL", "ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "AnthropicProvider"]
@@ -105,7 +106,7 @@ class AnthropicProvider(Provider):
         key = api_key_from(api_key, [api_key_env] if api_key_env else [])
         if key is None and urlsplit(base_url).hostname == _HOST:
             raise MissingKey(name, [api_key_env] if api_key_env else [], f" for {_HOST}")
-        self._secrets = ((key,) if key else ()) + self._base.secrets
+        self._secrets = order_secrets(((key,) if key else ()) + self._base.secrets)
         self._headers = {
             "Content-Type": "application/json",
             "Accept": "application/json",

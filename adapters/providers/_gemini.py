@@ -81,7 +81,7 @@ from ttc.engine import (
     Transient,
     Usage,
 )
-from ttc.engine._util import url_credentials
+from ttc.engine._util import order_secrets, url_credentials
 from ttc.engine.contract import Stalled
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ class GeminiProvider(Provider):
         # True once a response shows it came from `ttc serve` (the offline simulator).
         self.simulated = False
         self._key = key
-        self._secrets = ((key,) if key else ()) + url_secrets
+        self._secrets = order_secrets(((key,) if key else ()) + url_secrets)
         self._connection = connection
         self._session = connection.session
         self._owns_session = connection.session is None

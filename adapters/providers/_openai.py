@@ -78,7 +78,7 @@ from ttc.engine import (
     Transient,
     Usage,
 )
-from ttc.engine._util import redact_parsed
+from ttc.engine._util import order_secrets, redact_parsed
 
 __all__ = ["OpenAIProvider", "OpenAIResponsesProvider"]
 
@@ -150,7 +150,7 @@ class OpenAIProvider(Provider):
         if key is None and is_openai:
             raise MissingKey(name, [api_key_env] if api_key_env else [], f" for {_OPENAI_HOST}")
         self._key = key
-        self._secrets = ((key,) if key else ()) + self._base.secrets
+        self._secrets = order_secrets(((key,) if key else ()) + self._base.secrets)
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._base.authorization is not None:
             self._headers["Authorization"] = self._base.authorization

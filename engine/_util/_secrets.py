@@ -21,7 +21,6 @@ looked for in free text (it would cut every answer to pieces); it is still taken
 from __future__ import annotations
 
 import base64
-import functools
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -31,8 +30,10 @@ __all__ = [
     "MIN_SECRET",
     "REDACTED",
     "URL_REDACTED",
+    "OrderedSecrets",
     "basic_token",
     "is_credential_param",
+    "order_secrets",
     "redact",
     "redact_argv",
     "redact_json",
@@ -124,25 +125,25 @@ def redact_url(url: str) -> str:
     return url_credentials(url)[0]
 
 
-def _each(secrets: Secrets) -> tuple[str, ...]:
-    if isinstance(secrets, (str, tuple)):  # a provider's own: ordered once (every response)
-        return _ordered(secrets)
-    return _order(list(secrets or ()))
+class OrderedSecrets(tuple[str, ...]):
+    """Secrets already as redaction takes them (`order_secrets`): used as they are."""
+
+    __slots__ = ()
 
 
-@functools.lru_cache(maxsize=64)
-def _ordered(secrets: str | tuple[str, ...]) -> tuple[str, ...]:
-    return _order([secrets] if isinstance(secrets, str) else list(secrets))
-
-
-def _order(items: list[str]) -> tuple[str, ...]:
+def order_secrets(secrets: Secrets) -> OrderedSecrets:
+    """`secrets` put in redaction's order once, for a holder that redacts every response (a
+    provider): each `redact` then skips the sort. Kept by the holder, never in a shared cache."""
+    if isinstance(secrets, OrderedSecrets):
+        return secrets
+    items = [secrets] if isinstance(secrets, str) else list(secrets or ())
     # Longest first, so that a secret holding another is replaced whole.
-    return tuple(sorted({s for s in items if len(s) >= MIN_SECRET}, key=len, reverse=True))
+    return OrderedSecrets(sorted({s for s in items if len(s) >= MIN_SECRET}, key=len, reverse=True))
 
 
 def redact(text: str, secrets: Secrets) -> str:
     """`text` with every occurrence of each secret replaced by REDACTED."""
-    for secret in _each(secrets):
+    for secret in order_secrets(secrets):
         text = text.replace(secret, REDACTED)
     return text
 
@@ -150,7 +151,7 @@ def redact(text: str, secrets: Secrets) -> str:
 def redact_json(value: Any, secrets: Secrets) -> Any:
     """A copy of a parsed JSON value with every secret redacted from its strings (keys
     included). Iterative: a body nested a thousand deep is no RecursionError."""
-    found = _each(secrets)
+    found = order_secrets(secrets)
     if not found:
         return value
     root = _shell(value, found)
@@ -177,7 +178,7 @@ def redact_parsed(raw: bytes, value: Any, secrets: Secrets) -> Any:
     (no \\u escape, and no secret holds a character that has an escape of its own, a quote,
     a slash, a backslash or a control character). Every response body passes here, and walking
     each one cost `ttc batch` a tenth of its CPU."""
-    found = _each(secrets)
+    found = order_secrets(secrets)
     if not found:
         return value
     if b"\\u" in raw or any(secret.encode() in raw or not _plain(secret) for secret in found):

@@ -9,6 +9,7 @@ import pytest
 
 from ttc.engine._util import (
     REDACTED,
+    order_secrets,
     redact,
     redact_argv,
     redact_json,
@@ -123,3 +124,17 @@ def test_a_resume_check_compares_and_quotes_endpoints_without_credentials() -> N
     with pytest.raises(ConfigError, match="--base-url") as caught:
         check_same_run({**now, "endpoint": "http://me:pw-0123456789@other/v1"}, now, None)
     assert "pw-0123456789" not in str(caught.value)
+
+
+def test_secrets_ordered_once_redact_as_the_same_secrets_given_plain() -> None:
+    # A provider orders its secrets once; redaction is the same as for the plain tuple: the
+    # longest first (one secret holds the other), short ones left in free text.
+    plain = ("sk-abc", "sk-abcdef-long", "xyz")
+    ordered = order_secrets(plain)
+    assert ordered == ("sk-abcdef-long", "sk-abc")
+    assert order_secrets(ordered) is ordered
+    text = "key sk-abcdef-long and sk-abc and xyz"
+    assert (
+        redact(text, ordered) == redact(text, plain) == (f"key {REDACTED} and {REDACTED} and xyz")
+    )
+    assert redact(text, list(plain)) == redact(text, ordered)
