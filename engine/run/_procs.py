@@ -145,8 +145,9 @@ class Workers:
     async def ready(self) -> None:
         """Waits until every worker has run its set-up; WorkersBroken if one exited first."""
         self._bind()
-        # Shielded: a cancelled caller must not cancel the futures every caller shares.
-        waits = [asyncio.shield(w.ready) for w in self._workers if w.ready is not None]
+        # Shielded: a cancelled caller must not cancel the futures every caller shares. Only
+        # those still setting up: one already up may hold a future of a loop that has ended.
+        waits = [asyncio.shield(w.ready) for w in self._workers if not w.up and w.ready]
         await asyncio.gather(*waits)
 
     async def call(self, request: Any) -> Any:

@@ -20,6 +20,13 @@ def _nothing() -> None:
     """The workers' set-up (module level: a spawned worker imports it)."""
 
 
+def _slowly_but_the_first(marker: str) -> None:
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL))  # the first worker here: at once
+    except FileExistsError:
+        time.sleep(1.0)
+
+
 def _slowly() -> None:
     time.sleep(0.5)  # the parent closes the pipes before this set-up is done
 
@@ -213,3 +220,18 @@ async def test_a_dead_workers_descriptor_is_never_unwatched_again() -> None:
             theirs.close()
     finally:
         await _closed(workers)
+
+
+def test_a_set_half_up_when_its_loop_ended_is_waited_for_in_the_next(tmp_path: Path) -> None:
+    workers = Workers(2, _slowly_but_the_first, (str(tmp_path / "first"),), _work)
+
+    async def first_up() -> None:
+        await workers.call(("echo", 0))  # the quick worker is up; the other still sets up
+
+    try:
+        asyncio.run(first_up())
+        asyncio.run(workers.ready())
+        assert workers.started
+    finally:
+        workers.close()
+        workers.join()
