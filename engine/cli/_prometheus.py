@@ -249,12 +249,14 @@ class LimiterReadings:
         )
         rpm = gauge(
             "ttc_limit_requests_per_minute",
-            "Requests per minute: configured (--rpm), learned (announced by the server)",
+            "Requests per minute: configured (--rpm), set (ttc ctl set), learned (announced by "
+            "the server)",
             "source",
         )
         tpm = gauge(
             "ttc_limit_tokens_per_minute",
-            "Tokens per minute: configured (--tpm), learned (announced by the server)",
+            "Tokens per minute: configured (--tpm), set (ttc ctl set), learned (announced by "
+            "the server)",
             "source",
         )
         hits = CounterMetricFamily(
@@ -266,22 +268,27 @@ class LimiterReadings:
             cap.add_metric([method], lim.concurrency_cap)
             ceiling.add_metric([method], lim.max_concurrency)
             cuts.add_metric([method], lim.cuts)
-            _limits(rpm, method, w.rpm, lim.rpm)
-            _limits(tpm, method, w.tpm, lim.tpm)
+            _limits(rpm, method, w.rpm, lim.rpm, lim.rpm_source)
+            _limits(tpm, method, w.tpm, lim.tpm, lim.tpm_source)
             if w.cache is not None:
                 hits.add_metric([method], w.cache.hits)
         return [in_flight, cap, ceiling, cuts, rpm, tpm, hits]
 
 
 def _limits(
-    family: GaugeMetricFamily, method: str, configured: float | None, in_force: float | None
+    family: GaugeMetricFamily,
+    method: str,
+    configured: float | None,
+    in_force: float | None,
+    source: str | None,
 ) -> None:
-    """The configured limit, if any; the learned one once the server's announced a stricter one
-    (the limiter then paces at it)."""
+    """The configured limit, if any; the one in force when it differs, labelled where it came
+    from: "set" by `ttc ctl set`, or "learned" once the server announced a stricter one (the
+    limiter then paces at it)."""
     if configured is not None:
         family.add_metric([method, "configured"], configured)
     if in_force is not None and in_force != configured:
-        family.add_metric([method, "learned"], in_force)
+        family.add_metric([method, source or "learned"], in_force)
 
 
 @contextmanager

@@ -169,6 +169,10 @@ class Limiter:
         self._tpm_pace: TokenPace | None = None
         self._set_rpm(rpm)
         self._set_tpm(tpm)
+        # Where each limit in force came from: "configured", "set" (`ttc ctl set`, `retune`) or
+        # "learned" (announced by the server); None while there is none.
+        self.rpm_source: str | None = None if rpm is None else "configured"
+        self.tpm_source: str | None = None if tpm is None else "configured"
         self._cap = _AdaptiveCap(max_concurrency, adaptive, decrease)
         self._next_ticket = 0
         self._episode_from = 0  # refusals of tickets below this belong to the last cut
@@ -239,12 +243,14 @@ class Limiter:
                 )
         # The paces change in place: requests already waiting on them go by the new rates.
         if rpm is not None:
+            self.rpm_source = "set"
             if self._requests is None:
                 self._set_rpm(rpm)
             else:
                 self._rpm = rpm
                 self._requests.retime(self._period / (rpm * (1 - self._headroom)))
         if tpm is not None:
+            self.tpm_source = "set"
             if self._tpm_pace is None:
                 self._set_tpm(tpm)
             else:
@@ -438,8 +444,10 @@ class Limiter:
         """Adopts announced limits that are stricter than ours; waits out an exhausted quota."""
         if rate.limit_requests and (self._rpm is None or rate.limit_requests < self._rpm):
             self._set_rpm(float(rate.limit_requests))
+            self.rpm_source = "learned"
         if rate.limit_tokens and (self._tpm is None or rate.limit_tokens < self._tpm):
             self._set_tpm(float(rate.limit_tokens))
+            self.tpm_source = "learned"
         if self._shared is not None and (rate.limit_requests or rate.limit_tokens):
             self._shared.learn(rate.limit_requests, rate.limit_tokens, 0.0, self._period)
         pace, left, reset = self._requests, rate.remaining_requests, rate.reset_requests_s

@@ -22,7 +22,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ttc.adapters.sim import ServeOptions, running_server
-from ttc.engine import ConfigError, RateLimited, Transient
+from ttc.engine import ConfigError, RateInfo, RateLimited, Transient
 from ttc.engine.cli import RunSpec, build_parser, main
 from ttc.engine.cli import _prometheus as prom
 from ttc.engine.cli._batch import add_batch_arguments, batch_main
@@ -31,6 +31,7 @@ from ttc.engine.cli._commands import Session, cmd_compare, cmd_run
 from ttc.engine.cli._metrics import metrics_served
 from ttc.engine.cli._wiring import suite_and_items
 from ttc.engine.journal import read_journal
+from ttc.engine.send import Limiter
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -226,6 +227,24 @@ def test_two_commands_in_one_process_count_apart() -> None:
     assert labelled(one, "ttc_requests_total", "outcome") == {"ok": 1}
     assert labelled(two, "ttc_requests_total", "outcome") == {"rate_limited": 1}
     assert value(two, "ttc_rate_limited_total") == 1
+
+
+async def test_a_limit_set_with_ttc_ctl_is_labelled_set_not_learned() -> None:
+    metrics = prom.Metrics()
+    limiter = Limiter(rpm=600, tpm=1e6)
+    metrics.watch("adpt", limiter, 600, 1e6)
+    limiter.retune(rpm=300)  # `ttc ctl set --rpm 300`
+    limiter.observe(RateInfo(limit_tokens=500_000))  # a server announcing a stricter TPM
+    with prom.served(metrics, 0, "127.0.0.1") as url:
+        got = scrape(url)
+    assert labelled(got, "ttc_limit_requests_per_minute", "source") == {
+        "configured": 600,
+        "set": 300,
+    }
+    assert labelled(got, "ttc_limit_tokens_per_minute", "source") == {
+        "configured": 1e6,
+        "learned": 500_000,
+    }
 
 
 def test_the_flags_are_on_run_compare_and_batch() -> None:
