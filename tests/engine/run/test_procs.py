@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -60,14 +62,21 @@ class _Unreadable(Exception):
         super().__init__(f"{first}{second}")
 
 
-async def _closed(workers: Workers) -> None:
-    workers.close()
-    await asyncio.to_thread(workers.join)
+@contextlib.contextmanager
+def _running(
+    n: int, setup: Callable[..., None] = _nothing, args: tuple[object, ...] = ()
+) -> Iterator[Workers]:
+    """`n` workers answering `_work`, closed and reaped (killed if they linger) at the end."""
+    workers = Workers(n, setup, args, _work)
+    try:
+        yield workers
+    finally:
+        workers.close()
+        workers.join()
 
 
 async def test_large_requests_and_replies_cross_whole_and_in_order() -> None:
-    workers = Workers(2, _nothing, (), _work)
-    try:
+    with _running(2) as workers:
         await workers.ready()
         # Far more than a pipe holds (64 KB): written and read in pieces by the loop.
         texts = [f"{i}:" + "x" * (3_000_000 + i) for i in range(4)]
@@ -75,56 +84,41 @@ async def test_large_requests_and_replies_cross_whole_and_in_order() -> None:
         replies = await asyncio.gather(*(workers.call(("upper", t)) for t in texts))
         assert replies == [t.upper() for t in texts]
         assert threading.active_count() == threads  # no thread of the parent's in between
-    finally:
-        await _closed(workers)
 
 
 async def test_an_error_comes_back_as_itself_and_the_worker_goes_on() -> None:
-    workers = Workers(1, _nothing, (), _work)
-    try:
+    with _running(1) as workers:
         with pytest.raises(ValueError, match="bad input"):
             await workers.call(("raise", "bad input"))
         assert await workers.call(("echo", 7)) == 7
-    finally:
-        await _closed(workers)
 
 
 async def test_a_cancelled_callers_reply_is_dropped_and_the_worker_serves_the_next() -> None:
-    workers = Workers(1, _nothing, (), _work)
-    try:
+    with _running(1) as workers:
         await workers.ready()
         first = asyncio.create_task(workers.call(("echo", "first")))
         await asyncio.sleep(0)
         first.cancel()
         assert await workers.call(("echo", "second")) == "second"
         assert first.cancelled()
-    finally:
-        await _closed(workers)
 
 
 async def test_a_worker_that_exits_breaks_the_set_for_every_call() -> None:
-    workers = Workers(2, _nothing, (), _work)
-    try:
+    with _running(2) as workers:
         await workers.ready()
         assert workers.started
         with pytest.raises(WorkersBroken, match=r"exited"):
             await workers.call(("die", None))
         with pytest.raises(WorkersBroken):
             await workers.call(("echo", 1))
-    finally:
-        await _closed(workers)
     assert all(not w.process.is_alive() for w in workers._workers)
 
 
 def test_a_set_started_outside_a_loop_serves_one_loop_after_another() -> None:
-    workers = Workers(1, _nothing, (), _work)
-    try:
+    with _running(1) as workers:
         first = asyncio.run(workers.call(("pid", None)))
         second = asyncio.run(workers.call(("pid", None)))
         assert first == second  # the same worker, watched from the second loop
-    finally:
-        workers.close()
-        workers.join()
 
 
 _CLOSED_EARLY = """
@@ -153,18 +147,14 @@ def test_workers_closed_before_their_set_up_is_done_exit_quietly(tmp_path: Path)
 
 
 async def test_a_reply_the_parent_cannot_read_fails_its_call_not_the_loop() -> None:
-    workers = Workers(1, _nothing, (), _work)
-    try:
+    with _running(1) as workers:
         with pytest.raises(RuntimeError, match="cannot be read"):
             await asyncio.wait_for(workers.call(("unreadable", None)), 60)
         assert await workers.call(("echo", 2)) == 2  # the worker goes on
-    finally:
-        await _closed(workers)
 
 
 async def test_a_cancelled_wait_for_the_set_up_leaves_the_set_whole() -> None:
-    workers = Workers(2, _slowly, (), _work)
-    try:
+    with _running(2, _slowly) as workers:
         waiting = asyncio.create_task(workers.ready())
         await asyncio.sleep(0.05)
         waiting.cancel()  # a run cancelled while its workers still import
@@ -173,30 +163,22 @@ async def test_a_cancelled_wait_for_the_set_up_leaves_the_set_whole() -> None:
         await asyncio.wait_for(workers.ready(), 60)
         assert workers.started
         assert await asyncio.wait_for(workers.call(("echo", 3)), 60) == 3
-    finally:
-        await _closed(workers)
 
 
 def test_a_loop_that_gave_up_on_a_call_leaves_the_set_to_the_next_loop() -> None:
-    workers = Workers(1, _nothing, (), _work)
-
-    async def gives_up() -> None:
+    async def gives_up(workers: Workers) -> None:
         await workers.ready()
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(workers.call(("sleep", 0.5)), 0.05)
 
-    try:
-        asyncio.run(gives_up())
+    with _running(1) as workers:
+        asyncio.run(gives_up(workers))
         assert asyncio.run(workers.call(("echo", 4))) == 4
-    finally:
-        workers.close()
-        workers.join()
 
 
 async def test_a_dead_workers_descriptor_is_never_unwatched_again() -> None:
-    workers = Workers(2, _nothing, (), _work)
     loop = asyncio.get_running_loop()
-    try:
+    with _running(2) as workers:
         await workers.ready()
         with pytest.raises(WorkersBroken):
             await workers.call(("die", None))
@@ -218,20 +200,13 @@ async def test_a_dead_workers_descriptor_is_never_unwatched_again() -> None:
         finally:
             mine.close()
             theirs.close()
-    finally:
-        await _closed(workers)
 
 
 def test_a_set_half_up_when_its_loop_ended_is_waited_for_in_the_next(tmp_path: Path) -> None:
-    workers = Workers(2, _slowly_but_the_first, (str(tmp_path / "first"),), _work)
-
-    async def first_up() -> None:
+    async def first_up(workers: Workers) -> None:
         await workers.call(("echo", 0))  # the quick worker is up; the other still sets up
 
-    try:
-        asyncio.run(first_up())
+    with _running(2, _slowly_but_the_first, (str(tmp_path / "first"),)) as workers:
+        asyncio.run(first_up(workers))
         asyncio.run(workers.ready())
         assert workers.started
-    finally:
-        workers.close()
-        workers.join()
