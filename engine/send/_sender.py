@@ -24,6 +24,7 @@ from typing import TypeVar
 from ttc.engine.contract._errors import Fatal, ProviderError, RateLimited, Transient
 from ttc.engine.contract._types import Completion, Provider, RateInfo, Request
 from ttc.engine.send._cache import ProviderCache
+from ttc.engine.send._deadlines import Deadlines
 from ttc.engine.send._limiter import Limiter
 from ttc.engine.send._retry import RetryPolicy
 from ttc.engine.send._stragglers import first_answer
@@ -102,6 +103,7 @@ class Sender:
         self.limiter = limiter
         self.policy = policy
         self.timeout_s = timeout_s
+        self._deadlines = Deadlines(timeout_s)  # every attempt's timeout, on one timer
         self.on_retry = on_retry
         self._rng = random.Random(seed)
 
@@ -210,8 +212,11 @@ class Sender:
         marks a straggler's second copy, counted once it has its slot."""
         async with self.limiter.slot(est_tokens) as ticket:
             self.limiter.stragglers.copies += copy  # a straggler's copy goes out
+            deadlines = self._deadlines
+            if deadlines.seconds != self.timeout_s:  # changed since: the attempts to come
+                deadlines = self._deadlines = Deadlines(self.timeout_s)
             try:
-                async with asyncio.timeout(self.timeout_s):
+                with deadlines.watch():
                     if due is None:
                         result = await call()
                     else:
