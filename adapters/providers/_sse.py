@@ -173,7 +173,7 @@ def _dispatch(raw: bytes, assembly: Assembly) -> bool:
     if raw == b"[DONE]":
         assembly.done = True
         return True
-    event = orjson.loads(raw)  # not JSON: transport_errors makes it a Transient
+    event = orjson.loads(raw)  # not JSON: TransportErrors makes it a Transient
     if isinstance(event, dict):
         assembly.feed(event)
     return assembly.done

@@ -126,9 +126,18 @@ def redact_url(url: str) -> str:
 
 
 class OrderedSecrets(tuple[str, ...]):
-    """Secrets already as redaction takes them (`order_secrets`): used as they are."""
+    """Secrets already as redaction takes them (`order_secrets`): used as they are. Also holds
+    what `redact_parsed` asks of them for every response: their UTF-8 bytes, and whether JSON
+    can spell each only as itself or with \\u escapes (`_plain`)."""
 
-    __slots__ = ()
+    encoded: tuple[bytes, ...]
+    plain: bool
+
+    def __new__(cls, secrets: Iterable[str] = ()) -> OrderedSecrets:
+        self = super().__new__(cls, secrets)
+        self.encoded = tuple(s.encode() for s in self)
+        self.plain = all(_plain(s) for s in self)
+        return self
 
 
 def order_secrets(secrets: Secrets) -> OrderedSecrets:
@@ -181,8 +190,11 @@ def redact_parsed(raw: bytes, value: Any, secrets: Secrets) -> Any:
     found = order_secrets(secrets)
     if not found:
         return value
-    if b"\\u" in raw or any(secret.encode() in raw or not _plain(secret) for secret in found):
+    if not found.plain or b"\\u" in raw:
         return redact_json(value, found)
+    for secret in found.encoded:
+        if secret in raw:
+            return redact_json(value, found)
     return value
 
 
