@@ -161,6 +161,11 @@ class BatchProgress:
             self._ticker = None
 
 
+# Where a request's text is, and its output cap, in the first of these fields it has.
+_PROMPT_FIELDS = ("messages", "input", "prompt")
+_CAP_FIELDS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
+
+
 class _Estimator:
     """A request's tokens for the TPM limit, by the engine's one estimator: its JSON text / 4 plus
     its output cap (or the running mean of outputs) per choice."""
@@ -175,18 +180,20 @@ class _Estimator:
 
     def estimate(self, job: BatchJob) -> int:
         body = job.body
-        text = next((body[k] for k in ("messages", "input", "prompt") if k in body), None)
-        chars = len(orjson.dumps(text)) if text is not None else 0
+        chars = 0
+        for key in _PROMPT_FIELDS:
+            if key in body:
+                text = body[key]
+                chars = len(orjson.dumps(text)) if text is not None else 0
+                break
         if job.url == "/v1/embeddings":
             return self.tokens.prompt(chars)
-        cap = next(
-            (
-                v
-                for k in ("max_completion_tokens", "max_tokens", "max_output_tokens")
-                if isinstance(v := body.get(k), int) and v > 0
-            ),
-            None,
-        )
+        cap = None
+        for key in _CAP_FIELDS:
+            value = body.get(key)
+            if isinstance(value, int) and value > 0:
+                cap = value
+                break
         n = body.get("n")
         return self.tokens.estimate(chars, cap=cap, n=n if isinstance(n, int) and n > 0 else 1)
 

@@ -332,7 +332,8 @@ class Limiter:
         return self._ran_out and not self._feeding and not self._waiting
 
     async def _wait_for_rates(self, est_tokens: int) -> float | None:
-        await self._pass_gate()
+        if self._gate_timer is not None or self._paused:  # else open: no coroutine to await
+            await self._pass_gate()
         while True:
             if self._shared is not None:
                 started: float | None = await self._take_shared(est_tokens)

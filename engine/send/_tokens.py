@@ -37,8 +37,8 @@ MAX_RESPONSE_TOKENS = 10_000_000
 def token_count(value: object) -> int | None:
     """`value` if it is a token count a server can mean (an int, not a bool, from 0 to
     MAX_RESPONSE_TOKENS), else None: unknown."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
+    if type(value) is not int and (isinstance(value, bool) or not isinstance(value, int)):
+        return None  # (a parsed body's counts are plain ints: the first test settles them)
     return value if 0 <= value <= MAX_RESPONSE_TOKENS else None
 
 
