@@ -178,6 +178,13 @@ class BatchJournal:
         # Per request: the byte offset of its latest result (-1: none), and whether it is final.
         self.offsets = array.array("q", [-1]) * scan.count
         self.final = bytearray(scan.count)
+        # Per request, what its latest result counts as (its `outcome_key`, by its place in
+        # `_outcomes`) and the tokens it used, kept as results land or are read back: the
+        # summary's tallies, so that the output is copied from the journal unparsed.
+        self._outcome = array.array("H", [0]) * scan.count
+        self._tokens = array.array("I", [0]) * scan.count
+        self._outcomes: list[str] = []
+        self._outcome_codes: dict[str, int] = {}
         self.replayed = 0  # requests with a final result in the journal before this run
         self.steered: list[LimitsSteered] = []  # `ttc ctl`'s changes in it, in order
         self._journal = Journal(path)  # the engine's append-only writer
@@ -212,6 +219,7 @@ class BatchJournal:
                         result = BATCH_JOURNAL.decode(fields)
                         self.offsets[result.i] = offset
                         self.final[result.i] = result.final
+                        self._count(result.i, result.out)
                     elif kind == LimitsSteered.KIND:
                         self.steered.append(BATCH_JOURNAL.decode(fields))
                 except (KeyError, TypeError, ValueError, IndexError) as e:
@@ -237,18 +245,53 @@ class BatchJournal:
         """Hands one event, as one line, to the journal's writer; returns the line's offset."""
         return self._journal.append(event)
 
-    def record(self, index: int, out: dict[str, Any], *, final: bool, attempts: int) -> None:
-        """Appends request `index`'s result (the output line `out`)."""
+    def record(
+        self,
+        index: int,
+        out: dict[str, Any],
+        *,
+        final: bool,
+        attempts: int,
+        tokens: int | None = None,
+    ) -> None:
+        """Appends request `index`'s result (the output line `out`); `tokens`, the tokens its
+        response used when the caller has counted them already (`usage_tokens`)."""
         self.offsets[index] = self.append(RequestResult(index, final, attempts, out))
         self.final[index] = final
+        self._count(index, out, tokens)
+
+    def _count(self, index: int, out: dict[str, Any], tokens: int | None = None) -> None:
+        """Request `index`'s latest result is the output line `out`: counted by its outcome and
+        its tokens (a token count fits 32 bits: `token_count` caps it at ten million)."""
+        key = outcome_key(out)
+        code = self._outcome_codes.get(key)
+        if code is None:
+            code = self._outcome_codes[key] = len(self._outcomes)
+            self._outcomes.append(key)
+        self._outcome[index] = code
+        if tokens is None:
+            response = out.get("response")
+            tokens = usage_tokens(response.get("body")) if isinstance(response, dict) else 0
+        self._tokens[index] = tokens
+
+    def counts(self) -> tuple[Counter[str], int]:
+        """The results by outcome (status code or `error:<kind>`), and the tokens they used."""
+        codes: Counter[int] = Counter()
+        tokens = 0
+        for offset, code, used in zip(self.offsets, self._outcome, self._tokens, strict=True):
+            if offset >= 0:
+                codes[code] += 1
+                tokens += used
+        return Counter({self._outcomes[code]: n for code, n in codes.items()}), tokens
 
     @property
     def complete(self) -> bool:
         """Whether every request has a result (final or not)."""
         return all(o >= 0 for o in self.offsets)
 
-    def results(self) -> Iterator[dict[str, Any]]:
-        """The output line of every request that has a result, in input order."""
+    def outputs(self) -> Iterator[bytes]:
+        """The output line (with its newline) of every request that has a result, in input
+        order, read back from the journal (`output_bytes`)."""
         self._journal.flush()  # read back from the file: every line appended must be in it
         where = str(self.path)
         with self.path.open("rb") as fh:
@@ -256,13 +299,7 @@ class BatchJournal:
                 if offset < 0:
                     continue
                 fh.seek(offset)
-                fields = parse_json(fh.readline(), where, strict=True)
-                # Each line was checked whole when the journal was loaded, or written by this
-                # run: only its output line is read back.
-                out = fields.get("out") if isinstance(fields, dict) else None
-                if not isinstance(out, dict):
-                    raise DataError(f"{self.path}: the result at byte {offset} has no output line")
-                yield out
+                yield output_bytes(fh.readline(), where)
 
     def close(self) -> None:
         self._journal.close()
@@ -277,6 +314,37 @@ class BatchJournal:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+# A result line as this journal writes it: its kind and index first, its output line (`out`)
+# last but for the wall-clock time the journal adds (`Journal.append`).
+_RESULT_HEAD = b'{"ev":"result","i":'
+_OUT_KEY, _AT_KEY = b',"out":', b',"at":'
+
+
+def output_bytes(line: bytes, where: str) -> bytes:
+    """The output line (with its newline) a result line of the journal holds: its `out` value's
+    own bytes, which orjson wrote as it writes the line alone, when the line is laid out as
+    this version writes it; else (another layout) parsed and written again.
+
+    The first `,"out":` is the key itself (the fields before it are numbers, booleans and the
+    kind); the last `,"at":` is the time's key when a number and the line's end follow it (a
+    key of that name inside `out` is followed by more of `out`)."""
+    if line.startswith(_RESULT_HEAD) and line.endswith(b"}\n"):
+        start = line.find(_OUT_KEY) + len(_OUT_KEY)
+        end = line.rfind(_AT_KEY)
+        if len(_OUT_KEY) <= start < end and line[start] == 0x7B and line[end - 1] == 0x7D:
+            try:
+                float(line[end + len(_AT_KEY) : -2])
+            except ValueError:
+                pass
+            else:
+                return line[start:end] + b"\n"
+    fields = parse_json(line, where, strict=True)
+    out = fields.get("out") if isinstance(fields, dict) else None
+    if not isinstance(out, dict):
+        raise DataError(f"{where}: a result line with no output line")
+    return orjson.dumps(out, option=orjson.OPT_APPEND_NEWLINE)
 
 
 def outcome_key(out: dict[str, Any]) -> str:
@@ -309,25 +377,21 @@ def tally(journal: BatchJournal, output: Path | None) -> tuple[Counter[str], int
     The output appears atomically (a temporary file renamed over it), so a reader never sees a
     half-written file and an interrupted write leaves any previous output as it was.
     """
-    counts: Counter[str] = Counter()
-    tokens = 0
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp") if output is not None else None
-    sink = temp_file(tmp) if tmp is not None else None
+    counts, tokens = journal.counts()
+    if output is None:
+        return counts, tokens
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    sink = temp_file(tmp)
     try:
-        for out in journal.results():
-            counts[outcome_key(out)] += 1
-            response = out.get("response")
-            tokens += usage_tokens(response.get("body")) if isinstance(response, dict) else 0
-            if sink is not None:
-                sink.write(orjson.dumps(out, option=orjson.OPT_APPEND_NEWLINE))
-        if sink is not None and tmp is not None and output is not None:
-            sink.flush()
-            os.fsync(sink.fileno())
-            sink.close()
-            os.replace(tmp, output)
+        for line in journal.outputs():
+            sink.write(line)
+        sink.flush()
+        os.fsync(sink.fileno())
+        sink.close()
+        os.replace(tmp, output)
     finally:
-        if sink is not None and not sink.closed:
+        if not sink.closed:
             sink.close()
-        if tmp is not None and tmp.exists():
+        if tmp.exists():
             tmp.unlink()
     return counts, tokens

@@ -314,8 +314,10 @@ class _Batch:
         if isinstance(error, Fatal) and error.stops_run:
             self._refused(str(error)[:300])
         line = output_line(job, result, error)
-        self.journal.record(job.index, line, final=result is not None, attempts=attempts)
-        self.progress.landed(usage_tokens(result[1]) if result else 0, error)
+        tokens = usage_tokens(result[1]) if result else 0
+        final = result is not None
+        self.journal.record(job.index, line, final=final, attempts=attempts, tokens=tokens)
+        self.progress.landed(tokens, error)
 
     def _refused(self, why: str | None) -> None:
         """The provider refuses (`why`, None: it does not): the batch stops, the first reason

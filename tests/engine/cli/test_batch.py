@@ -19,7 +19,7 @@ import pytest
 from aiohttp import web
 
 from ttc.engine.cli._batch import add_batch_arguments, batch_main, cmd_batch
-from ttc.engine.cli._batchio import journal_path
+from ttc.engine.cli._batchio import journal_path, output_bytes
 from ttc.engine.cli._batchsend import (
     BatchProgress,
     BatchSummary,
@@ -244,6 +244,9 @@ async def test_resume_after_cancel_sends_only_the_rest(tmp_path: Path) -> None:
     assert sorted(second.names()) == sorted(set(names) - landed_before)  # none twice
     assert (summary.sent, summary.replayed) == (7, 5)
     assert [o["custom_id"] for o in read_lines(tmp_path / "out.jsonl")] == names
+    # The tallies count the results read back from the journal as well as the new ones.
+    assert summary.counts == {"200": 12}
+    assert summary.tokens == 12 * 12
 
 
 async def test_stop_writes_the_journal_only_and_a_rerun_resumes_by_itself(tmp_path: Path) -> None:
@@ -708,3 +711,52 @@ async def test_via_batch_api_refuses_what_paces_or_traces_requests_one_by_one(
     with pytest.raises(ConfigError, match=f"{flag[0]}: the Batch API is sent as one file"):
         await cmd_batch(args)
     assert not (tmp_path / "o.jsonl").exists()
+
+
+_TRICKY_OUTS: list[dict[str, Any]] = [
+    {"id": "b", "custom_id": "a", "response": {"status_code": 200, "body": {"at": 1}}},
+    {"custom_id": ',"out":{"x":1},"at":1.5}', "error": {"code": "x", "message": ',"at":2'}},
+    {"custom_id": "é ☃ \\u0000", "response": {"body": {"choices": [{"at": 3.0}], "n": None}}},
+    {"custom_id": "last", "at": 7.25},  # a key named like the time's, at the end of `out`
+    {"custom_id": "x", "meta": {}, "at": 1},  # ... and after an object's end
+]
+
+
+@pytest.mark.parametrize("out", _TRICKY_OUTS)
+def test_an_output_line_is_copied_from_its_journal_line_as_written_alone(
+    out: dict[str, Any],
+) -> None:
+    line = orjson.dumps(
+        {"ev": "result", "i": 3, "final": True, "attempts": 2, "out": out, "at": 1764300000.123},
+        option=orjson.OPT_APPEND_NEWLINE,
+    )
+    assert output_bytes(line, "j") == orjson.dumps(out, option=orjson.OPT_APPEND_NEWLINE)
+    # Laid out otherwise (another writer, another order, no time): parsed and written again.
+    for other in (
+        {"ev": "result", "out": out, "i": 3, "final": True, "attempts": 2},
+        {"ev": "result", "i": 3, "final": True, "attempts": 2, "out": out},
+    ):
+        line = orjson.dumps(other, option=orjson.OPT_APPEND_NEWLINE)
+        assert orjson.loads(output_bytes(line, "j")) == out
+
+
+def test_an_output_line_as_this_version_writes_it_is_not_parsed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The copy at the end of a batch reads every line back: parsing each again cost as much as
+    # writing it.
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr("ttc.engine.cli._batchio.parse_json", refuse)
+    for out in _TRICKY_OUTS[:3]:
+        line = orjson.dumps(
+            {"ev": "result", "i": 0, "final": False, "attempts": 1, "out": out, "at": 1.5},
+            option=orjson.OPT_APPEND_NEWLINE,
+        )
+        assert output_bytes(line, "j") == orjson.dumps(out, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def test_a_result_line_without_an_output_line_is_named() -> None:
+    with pytest.raises(DataError, match=r"OUT\.journal: a result line with no output line"):
+        output_bytes(b'{"ev":"result","i":0,"final":true,"attempts":1,"at":1.0}\n', "OUT.journal")
