@@ -360,8 +360,9 @@ class OpenAIProvider(Provider):
         if isinstance(data, dict) and data.get("system_fingerprint") == SIM_FINGERPRINT:
             # `ttc serve` answers with the offline simulator: reports must say so.
             self.simulated = True
-        self._check_answer("/chat/completions", data)
-        choices = data["choices"]
+        choices: Any = data.get("choices") if isinstance(data, dict) else None
+        if not choices or not isinstance(choices, list) or isinstance(data.get("error"), dict):
+            self._check_answer("/chat/completions", data)  # raises, saying what is wrong
         try:
             if len(choices) == 1:  # one sample per request: nothing to order
                 answers = [_answer(choices[0])]

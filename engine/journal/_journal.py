@@ -281,7 +281,9 @@ class Journal:
         if not self._out.is_open:
             raise RuntimeError("journal is not open")
         line = encode(event)
-        line["at"] = round(time.time(), 3)  # the wall clock: a run's times over its sessions
+        # The wall clock to the millisecond: a run's times over its sessions (round() to a number
+        # of digits goes through the float's decimal digits: a fifth of this call's time).
+        line["at"] = round(time.time() * 1000) / 1000
         return self._out.append(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
 
     def flush(self) -> None:

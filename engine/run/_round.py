@@ -266,7 +266,8 @@ class RoundRun:
     def on_landed(self, job: Job, outcome: Outcome) -> None:
         """A sample's final outcome: journaled at once (a response, or its last error)."""
         key = self._key(job.row, job.k)
-        demos = tuple(d.item_id for d in job.request.demos)
+        shown = job.request.demos
+        demos = tuple([d.item_id for d in shown]) if shown else ()
         temperature = job.request.sampling.temperature
         comp, ctx = outcome.completion, self.ctx
         if comp is None:
