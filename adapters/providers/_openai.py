@@ -363,24 +363,27 @@ class OpenAIProvider(Provider):
         choices: Any = data.get("choices") if isinstance(data, dict) else None
         if not choices or not isinstance(choices, list) or isinstance(data.get("error"), dict):
             self._check_answer("/chat/completions", data)  # raises, saying what is wrong
+        secrets = self._secrets
+        # An echoing server must not get the key into the journal: every string it sends that
+        # is kept is redacted.
         try:
-            if len(choices) == 1:  # one sample per request: nothing to order
-                answers = [_answer(choices[0])]
+            if len(choices) == 1:  # one sample per request: nothing to order, no loop
+                text, reason = _answer(choices[0])
+                texts: tuple[str, ...] = (redact(text, secrets),)
+                reasons: tuple[str, ...] = (redact(reason, secrets),)
             else:
                 answers = [_answer(c) for _, c in sorted(enumerate(choices), key=_choice_order)]
-            # An echoing server must not get the key into the journal: every string it
-            # sends that is kept is redacted.
-            texts = tuple(redact(text, self._secrets) for text, _ in answers)
-            reasons = tuple(redact(reason, self._secrets) for _, reason in answers)
+                texts = tuple([redact(text, secrets) for text, _ in answers])
+                reasons = tuple([redact(reason, secrets) for _, reason in answers])
         except (AttributeError, TypeError, ValueError) as exc:
             raise Fatal(f"{self.name}: unreadable completion: {exc}") from exc
         return Completion(
-            texts=texts,
-            usage=self._read_usage(data.get("usage", MISSING), request, texts),
-            finish_reasons=reasons,
-            latency_s=latency,
-            model=redact(str(data.get("model") or self.model), self._secrets),
-            rate=rate,
+            texts,
+            self._read_usage(data.get("usage", MISSING), request, texts),
+            reasons,
+            latency,
+            redact(str(data.get("model") or self.model), secrets),
+            rate,
         )
 
     def _read_usage(

@@ -164,6 +164,8 @@ class BatchProgress:
 # Where a request's text is, and its output cap, in the first of these fields it has.
 _PROMPT_FIELDS = ("messages", "input", "prompt")
 _CAP_FIELDS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
+# The usage fields a response's tokens are read from, each checked to be a token count.
+_USAGE_CHECKED = ("total_tokens", *USAGE_FIELDS)
 
 
 class _Estimator:
@@ -210,7 +212,7 @@ class _Estimator:
         return usage_tokens(body), rate
 
     def _check(self, usage: dict[str, Any]) -> None:
-        for field in ("total_tokens", *USAGE_FIELDS):
+        for field in _USAGE_CHECKED:
             if field in usage and token_count(usage[field]) is None and field not in self._said:
                 self._said.add(field)
                 log.warning(
