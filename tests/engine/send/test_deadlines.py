@@ -5,9 +5,12 @@ left watched once the attempts end; and a new loop takes over from one that has 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import threading
 import weakref
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from fakes import FakeClock
@@ -25,7 +28,7 @@ async def _attempt(deadlines: Deadlines, clock: FakeClock, seconds: float) -> st
     return f"done@{clock.elapsed:g}"
 
 
-async def _tick_until(clock: FakeClock, tasks: list[asyncio.Task[str]], step: float) -> None:
+async def _tick_until(clock: FakeClock, tasks: Sequence[asyncio.Task[Any]], step: float) -> None:
     await clock.settle()  # the tasks begin at the clock's present
     t = clock.elapsed
     while not all(task.done() for task in tasks) and t < 100:
@@ -57,9 +60,9 @@ async def test_an_attempt_that_ends_in_time_leaves_the_deadline_unarmed(clock: F
     task = asyncio.create_task(_attempt(deadlines, clock, 1.0))
     await _tick_until(clock, [task], 0.5)
     assert task.result() == "done@1"
-    await clock.advance_to(20.0)  # the timer fires at 5 s, finds nothing, and stays off
+    await clock.advance_to(20.0)  # the timer was cancelled when the attempt ended
     assert len(deadlines) == 0
-    assert deadlines._timer is None
+    assert deadlines._by_loop == {}  # nothing of the loop kept: no timer, no entry
 
 
 async def test_a_cancel_from_elsewhere_is_a_cancel_not_a_timeout(clock: FakeClock) -> None:
@@ -148,29 +151,102 @@ def test_a_new_loop_takes_over_from_one_that_ended_with_attempts_under_way() -> 
     assert len(deadlines) == 0
 
 
-def test_two_loops_running_at_once_are_refused() -> None:
-    deadlines = Deadlines(30.0)
-    entered, release = threading.Event(), threading.Event()
+def test_two_loops_running_at_once_each_keep_their_deadlines() -> None:
+    deadlines = Deadlines(0.2)
+    entered = threading.Event()
+    said: list[str] = []
 
-    async def hold() -> None:
-        with deadlines.watch():
-            entered.set()
-            await asyncio.to_thread(release.wait, 60)
+    async def cut(who: str) -> None:
+        try:
+            with deadlines.watch():
+                entered.set()
+                await asyncio.sleep(30)
+        except TimeoutError:
+            said.append(who)
 
-    thread = threading.Thread(target=asyncio.run, args=(hold(),))
+    thread = threading.Thread(target=asyncio.run, args=(cut("thread"),))
     thread.start()
     try:
         assert entered.wait(60)
-
-        async def second() -> None:
-            with deadlines.watch():
-                pass
-
-        with pytest.raises(RuntimeError, match="another event loop"):
-            asyncio.run(second())
+        asyncio.run(asyncio.wait_for(cut("main"), 60))
     finally:
-        release.set()
         thread.join(60)
+    assert sorted(said) == ["main", "thread"]
+    assert len(deadlines) == 0
+
+
+def test_a_loop_stopped_for_a_while_finds_its_attempts_as_it_left_them() -> None:
+    # A host that runs two loops in turn (run_until_complete on each): an attempt under way on
+    # the first still times out once that loop runs again, whatever ran on the second meanwhile.
+    deadlines = Deadlines(0.2)
+    first, second = asyncio.new_event_loop(), asyncio.new_event_loop()
+    try:
+        started = first.create_future()
+
+        async def long_one() -> str:
+            try:
+                with deadlines.watch():
+                    started.set_result(None)
+                    await asyncio.sleep(30)
+            except TimeoutError:
+                return "timed out"
+            return "not cut"
+
+        async def short_one() -> None:
+            with deadlines.watch():
+                await asyncio.sleep(0)
+
+        task = first.create_task(long_one())
+        first.run_until_complete(started)  # the first loop stops with its attempt under way
+        second.run_until_complete(short_one())
+        assert first.run_until_complete(asyncio.wait_for(task, 60)) == "timed out"
+    finally:
+        first.close()
+        second.close()
+
+
+async def test_a_task_cancelled_before_and_carrying_on_still_times_out(clock: FakeClock) -> None:
+    # asyncio.timeout compares the cancels at the deadline with those the task had on entry.
+    deadlines = Deadlines(5.0)
+
+    async def attempt() -> str:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):  # carried on without uncancel():
+            await asyncio.sleep(0)  # cancelling() stays 1
+        try:
+            with deadlines.watch():
+                await asyncio.sleep(60)
+        except TimeoutError:
+            return f"timeout@{clock.elapsed:g}"
+        return "not cut"
+
+    task = asyncio.create_task(attempt())
+    await _tick_until(clock, [task], 0.5)
+    assert task.result() == "timeout@5"
+
+
+async def test_deadlines_nested_each_cut_at_their_own(clock: FakeClock) -> None:
+    outer, inner = Deadlines(8.0), Deadlines(3.0)
+    ended: list[str] = []
+
+    async def attempt(length: float) -> None:
+        try:
+            with outer.watch():
+                try:
+                    with inner.watch():
+                        await asyncio.sleep(length)
+                except TimeoutError:
+                    ended.append(f"inner@{clock.elapsed:g}")
+                    await asyncio.sleep(60)  # then waits on, under the outer deadline alone
+        except TimeoutError:
+            ended.append(f"outer@{clock.elapsed:g}")
+
+    task = asyncio.create_task(attempt(60))
+    await _tick_until(clock, [task], 0.5)
+    assert ended == ["inner@3", "outer@8"]
+    assert len(outer) == len(inner) == 0
 
 
 def test_a_loop_is_let_go_once_its_attempts_have_ended() -> None:
@@ -184,8 +260,15 @@ def test_a_loop_is_let_go_once_its_attempts_have_ended() -> None:
                 await asyncio.sleep(0)
         return asyncio.get_running_loop()
 
-    with asyncio.Runner() as runner:
-        loop = weakref.ref(runner.run(work()))
-    gc.collect()
-    assert loop() is None
-    assert len(deadlines) == 0
+    async def cut() -> asyncio.AbstractEventLoop:
+        with contextlib.suppress(TimeoutError), short.watch():
+            await asyncio.sleep(30)
+        return asyncio.get_running_loop()
+
+    short = Deadlines(0.05)
+    for job, used in ((work, deadlines), (cut, short)):  # ended in time, and timed out
+        with asyncio.Runner() as runner:
+            loop = weakref.ref(runner.run(job()))
+        gc.collect()
+        assert loop() is None
+        assert len(used) == 0
