@@ -181,8 +181,11 @@ class BatchJournal:
         # Per request, what its latest result counts as (its `outcome_key`, by its place in
         # `_outcomes`) and the tokens it used, kept as results land or are read back: the
         # summary's tallies, so that the output is copied from the journal unparsed.
-        self._outcome = array.array("H", [0]) * scan.count
+        self._outcome = array.array("I", [0]) * scan.count
         self._tokens = array.array("I", [0]) * scan.count
+        # Per request, whether its latest result line is laid out as this version writes it
+        # (`LAYOUT`): its output line is then copied from it unparsed (`output_bytes`).
+        self._ours = bytearray(scan.count)
         self._outcomes: list[str] = []
         self._outcome_codes: dict[str, int] = {}
         self.replayed = 0  # requests with a final result in the journal before this run
@@ -217,8 +220,11 @@ class BatchJournal:
                         self._check_input(kind, fields)
                     elif kind == RequestResult.KIND:
                         result = BATCH_JOURNAL.decode(fields)
+                        if not 0 <= result.i < len(self.offsets):
+                            raise IndexError(f"request {result.i} of {len(self.offsets)}")
                         self.offsets[result.i] = offset
                         self.final[result.i] = result.final
+                        self._ours[result.i] = tuple(fields) == LAYOUT
                         self._count(result.i, result.out)
                     elif kind == LimitsSteered.KIND:
                         self.steered.append(BATCH_JOURNAL.decode(fields))
@@ -258,6 +264,7 @@ class BatchJournal:
         response used when the caller has counted them already (`usage_tokens`)."""
         self.offsets[index] = self.append(RequestResult(index, final, attempts, out))
         self.final[index] = final
+        self._ours[index] = True
         self._count(index, out, tokens)
 
     def _count(self, index: int, out: dict[str, Any], tokens: int | None = None) -> None:
@@ -295,11 +302,11 @@ class BatchJournal:
         self._journal.flush()  # read back from the file: every line appended must be in it
         where = str(self.path)
         with self.path.open("rb") as fh:
-            for offset in self.offsets:
+            for offset, ours in zip(self.offsets, self._ours, strict=True):
                 if offset < 0:
                     continue
                 fh.seek(offset)
-                yield output_bytes(fh.readline(), where)
+                yield output_bytes(fh.readline(), where, sliced=bool(ours))
 
     def close(self) -> None:
         self._journal.close()
@@ -316,21 +323,25 @@ class BatchJournal:
         self.close()
 
 
-# A result line as this journal writes it: its kind and index first, its output line (`out`)
-# last but for the wall-clock time the journal adds (`Journal.append`).
+# The keys of a result line as this version writes it (`RequestResult`, then the wall-clock time
+# `Journal.append` adds): its output line (`out`) last but for the time.
+LAYOUT = ("ev", "i", "final", "attempts", "out", "at")
 _RESULT_HEAD = b'{"ev":"result","i":'
 _OUT_KEY, _AT_KEY = b',"out":', b',"at":'
 
 
-def output_bytes(line: bytes, where: str) -> bytes:
-    """The output line (with its newline) a result line of the journal holds: its `out` value's
-    own bytes, which orjson wrote as it writes the line alone, when the line is laid out as
-    this version writes it; else (another layout) parsed and written again.
+def output_bytes(line: bytes, where: str, *, sliced: bool = True) -> bytes:
+    """The output line (with its newline) a result line of the journal holds. `sliced`: the
+    line is known to be laid out as `LAYOUT` (written by this version, or checked when read
+    back), and its `out` value's own bytes are taken, as orjson wrote them, which are the bytes
+    it writes for the value alone; otherwise (another layout, a line written by hand) the line
+    is parsed and its output line written again.
 
-    The first `,"out":` is the key itself (the fields before it are numbers, booleans and the
-    kind); the last `,"at":` is the time's key when a number and the line's end follow it (a
-    key of that name inside `out` is followed by more of `out`)."""
-    if line.startswith(_RESULT_HEAD) and line.endswith(b"}\n"):
+    In such a line the first `,"out":` is the key itself (the fields before it are numbers,
+    booleans and the kind, and a quote inside a JSON string is escaped); the last `,"at":` is
+    the time's key when a number and the line's end follow it (a key of that name inside `out`
+    is followed by more of `out`)."""
+    if sliced and line.startswith(_RESULT_HEAD) and line.endswith(b"}\n"):
         start = line.find(_OUT_KEY) + len(_OUT_KEY)
         end = line.rfind(_AT_KEY)
         if len(_OUT_KEY) <= start < end and line[start] == 0x7B and line[end - 1] == 0x7D:
@@ -348,12 +359,13 @@ def output_bytes(line: bytes, where: str) -> bytes:
 
 
 def outcome_key(out: dict[str, Any]) -> str:
-    """How a result is counted: its status code, or `error:<kind>`."""
+    """How a result is counted: its status code, or `error:<kind>` (`?` when a journal written
+    by hand says none)."""
     response = out.get("response")
     if isinstance(response, dict):
         return str(response.get("status_code"))
-    error = out.get("error") or {}
-    return f"error:{error.get('code', '?')}"
+    error = out.get("error")
+    return f"error:{error.get('code', '?') if isinstance(error, dict) else '?'}"
 
 
 USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "input_tokens", "output_tokens")

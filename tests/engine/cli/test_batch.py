@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import re
@@ -419,7 +420,13 @@ async def test_a_missing_input_is_named(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("line", "what"),
-    [(b"{garbage", "malformed JSON ("), (b"[" * 5000, "nested too deep"), (b"[1]", "got list")],
+    [
+        (b"{garbage", "malformed JSON ("),
+        (b"[" * 5000, "nested too deep"),
+        (b"[1]", "got list"),
+        (b'{"ev":"result","i":-1,"final":true,"attempts":1,"out":{}}', "corrupt journal line"),
+        (b'{"ev":"result","i":3,"final":true,"attempts":1,"out":{}}', "corrupt journal line"),
+    ],
 )
 async def test_a_corrupt_journal_line_is_named_and_nothing_is_sent(
     tmp_path: Path, line: bytes, what: str
@@ -760,3 +767,41 @@ def test_an_output_line_as_this_version_writes_it_is_not_parsed_again(
 def test_a_result_line_without_an_output_line_is_named() -> None:
     with pytest.raises(DataError, match=r"OUT\.journal: a result line with no output line"):
         output_bytes(b'{"ev":"result","i":0,"final":true,"attempts":1,"at":1.0}\n', "OUT.journal")
+
+
+async def test_a_journal_edited_by_hand_gives_the_output_its_lines_say(tmp_path: Path) -> None:
+    # Lines laid out otherwise than this version writes them (a field after `out`, keys in
+    # another order, spaces, an error that is no object) are read, counted and copied whole.
+    write_input(tmp_path / "in.jsonl", [request(n) for n in ("a", "b", "c", "d")])
+    await batch(tmp_path, FakeEndpoint({"d": [Transient("x")] * 3}))
+    journal = journal_path(tmp_path / "out.jsonl")
+    lines = journal.read_bytes().split(b"\n")
+    outs = {e["out"]["custom_id"]: e["out"] for e in map(orjson.loads, lines[1:5])}
+    edited = [
+        {
+            "ev": "result",
+            "i": 0,
+            "final": True,
+            "attempts": 1,
+            "out": outs["a"],
+            "x": {"n": 1},
+            "at": 1.5,
+        },
+        {"out": outs["b"], "ev": "result", "attempts": 1, "final": True, "i": 1, "at": 1.5},
+        {
+            "ev": "result",
+            "i": 3,
+            "final": True,
+            "attempts": 1,
+            "out": {"custom_id": "d", "error": "boom"},
+        },
+    ]
+    lines[1] = orjson.dumps(edited[0])
+    lines[2] = json.dumps(edited[1], indent=None, separators=(", ", ": ")).encode()
+    lines[4] = orjson.dumps(edited[2])
+    journal.write_bytes(b"\n".join(lines))
+    summary = await batch(tmp_path, FakeEndpoint(), resume=True)
+    out = read_lines(tmp_path / "out.jsonl")
+    assert out == [outs["a"], outs["b"], outs["c"], {"custom_id": "d", "error": "boom"}]
+    assert summary.counts == {"200": 3, "error:?": 1}
+    assert summary.sent == 0
