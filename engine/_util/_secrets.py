@@ -135,7 +135,8 @@ class OrderedSecrets(tuple[str, ...]):
 
     def __new__(cls, secrets: Iterable[str] = ()) -> OrderedSecrets:
         self = super().__new__(cls, secrets)
-        self.encoded = tuple(s.encode() for s in self)
+        # As a key from the environment that is no UTF-8 would appear in a body's bytes.
+        self.encoded = tuple(s.encode("utf-8", "surrogateescape") for s in self)
         self.plain = all(_plain(s) for s in self)
         return self
 

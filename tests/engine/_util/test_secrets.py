@@ -138,3 +138,11 @@ def test_secrets_ordered_once_redact_as_the_same_secrets_given_plain() -> None:
         redact(text, ordered) == redact(text, plain) == (f"key {REDACTED} and {REDACTED} and xyz")
     )
     assert redact(text, list(plain)) == redact(text, ordered)
+
+
+def test_a_key_that_is_no_utf8_is_still_redacted() -> None:
+    # os.environ gives a key of bytes that are no UTF-8 as surrogate escapes.
+    key = b"sk-abcdefghij\xffklmnop".decode("utf-8", "surrogateescape")
+    assert redact(f"an error naming {key}", (key,)) == f"an error naming {REDACTED}"
+    raw = b'{"error": "' + key.encode("utf-8", "surrogateescape") + b'"}'
+    assert redact_parsed(raw, {"error": key}, (key,)) == {"error": REDACTED}
