@@ -31,9 +31,10 @@ its window, so it leaves ours too; each episode of refusals triples the margin, 
 CLEAN_WINDOWS windows without one narrow it a step back (a refusal shows a moment's lateness,
 not the rest of the run's). The learnt
 window is given up for pacing when, on two responses running, the server counts more requests
-in it than ours (another client shares the quota), when a learnt bucket's headers stop reading
-as one bucket, or when the margin would pass a tenth of the window; pacing resumes from where
-the bursts left its schedule, so no window is overfilled.
+in it than ours since a window before the answered request's slot (another client shares the
+quota; an answer read late, after a stall, counted ours that have left ours since), when a learnt
+bucket's headers stop reading as one bucket, or when the margin would pass a tenth of the window;
+pacing resumes from where the bursts left its schedule, so no window is overfilled.
 """
 
 from __future__ import annotations
@@ -183,8 +184,12 @@ class RequestPace:
             self.interval = max(self.base, 1 / rate)
             self.tolerance = self.interval / 2
 
-    def heed(self, now: float, limit: int, remaining: int, reset: float) -> None:
-        """Learns the window from one response's headers, or checks the learnt one still holds."""
+    def heed(
+        self, now: float, limit: int, remaining: int, reset: float, sent_at: float | None = None
+    ) -> None:
+        """Learns the window from one response's headers, or checks the learnt one still holds.
+        `sent_at`: when the request answered took its slot (the server wrote the headers
+        after), if known."""
         reader = self._reader
         if reader is None or not 0 <= remaining < limit or not 0 < reset <= self.period:
             return
@@ -214,8 +219,11 @@ class RequestPace:
         # A request the server counts later than we took its slot may still be in its
         # window when ours has let it go, and a response read late (a loaded loop) counted
         # requests that ours has let go since: ours are counted a tenth of the window further
-        # back, and only a count above them that lasts is another's.
-        horizon = now - window.span - 0.1 * window.seconds
+        # back, from no later than the answered request's slot (its headers were written after
+        # it, however late they are read: a process descheduled for 2 s read ones that counted
+        # ours of 3 s before), and only a count above them that lasts is another's.
+        written = now if sent_at is None else min(now, sent_at)
+        horizon = written - window.span - 0.1 * window.seconds
         theirs = used * window.seconds / self.period - self._sent.after(horizon)
         self._foreign = self._foreign + 1 if theirs > max(3.0, 0.05 * window.budget) else 0
         if self._foreign >= AGREEING:
