@@ -49,6 +49,7 @@ import contextlib
 import math
 import time
 from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, TypeVar
 
 from ttc.engine.contract._errors import ConfigError
@@ -64,6 +65,10 @@ if TYPE_CHECKING:
 Ticket = int
 T = TypeVar("T")
 """The sequence number of a slot: which rate-limit episode a refusal belongs to."""
+
+# When this task's latest slot took its RPM unit: the answer the task tells of (`succeeded`) is
+# its request's (the Sender's), whose headers the server wrote after that.
+_SLOT: ContextVar[float | None] = ContextVar("ttc_slot_started", default=None)
 
 
 def _positive_or_none(name: str, value: float | None) -> float | None:
@@ -418,7 +423,7 @@ class Limiter:
         if self._requests is not None and self._cap.adaptive:
             self._requests.recover()
         if rate is not None:
-            self.observe(rate)
+            self.observe(rate, _SLOT.get())
 
     def rate_limited(self, ticket: Ticket, rate: RateInfo | None = None) -> None:
         """A refusal for rate: cut the cap, once per episode (unless a learnt window sets the
@@ -439,10 +444,11 @@ class Limiter:
                 self._requests.slow_down(self._cap.decrease)
             self._requests.refused(self._started.get(ticket), widen=episode)
         if rate is not None:
-            self.observe(rate)
+            self.observe(rate, self._started.get(ticket))
 
-    def observe(self, rate: RateInfo) -> None:
-        """Adopts announced limits that are stricter than ours; waits out an exhausted quota."""
+    def observe(self, rate: RateInfo, sent_at: float | None = None) -> None:
+        """Adopts announced limits that are stricter than ours; waits out an exhausted quota.
+        `sent_at`: when the request answered took its slot, if known."""
         if rate.limit_requests and (self._rpm is None or rate.limit_requests < self._rpm):
             self._set_rpm(float(rate.limit_requests))
             self.rpm_source = "learned"
@@ -453,7 +459,8 @@ class Limiter:
             self._shared.learn(rate.limit_requests, rate.limit_tokens, 0.0, self._period)
         pace, left, reset = self._requests, rate.remaining_requests, rate.reset_requests_s
         if pace is not None and rate.limit_requests and left is not None and reset is not None:
-            pace.heed(asyncio.get_running_loop().time(), rate.limit_requests, left, reset)
+            now = asyncio.get_running_loop().time()
+            pace.heed(now, rate.limit_requests, left, reset, sent_at)
         # A learnt window full to its budget says `remaining` 0 by design, and knows when it
         # has room again; otherwise nothing is left until the reset.
         if rate.remaining_requests == 0 and rate.reset_requests_s and self.window is None:
@@ -542,6 +549,7 @@ class _Slot:
         lim._next_ticket += 1
         if started is not None:
             lim._started[ticket] = started
+            _SLOT.set(started)
         lim._in_flight += 1
         lim._max_in_flight = max(lim._max_in_flight, lim._in_flight)
         return ticket

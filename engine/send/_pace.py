@@ -17,9 +17,11 @@ responses running agree on one kind (and so the server counts no request but our
 `budget` = limit * W / period requests are in any `span` = W + margin seconds, each sent as soon
 as the window has room: safe on all three kinds, since a sliding or fixed window of W holds no
 more and a bucket of a window's worth refills at least as fast. A window admits its whole budget
-at once, so a run fills its first window at once instead of over W seconds; over a long run the
-rate is the same; a learnt bucket is paced as a bucket of the budget instead (aiolimiter's
-`AsyncLimiter`), which refills as it empties. The margin (1% of W, at least 50 ms, plus twice
+at once; a sliding one's requests go at most SPREAD times its average rate (a burst all at once
+is counted over as long as the loop takes to send it), so a run fills its first window within an
+eighth of it instead of over W seconds; over a long run the rate is the same; a learnt bucket is
+paced as a bucket of the budget instead (aiolimiter's `AsyncLimiter`), which refills as it
+empties. The margin (1% of W, at least 50 ms, plus twice
 the loop's lateness) covers the delay between taking a slot and the server counting the
 request. While the window is trusted, `remaining` 0 is what filling it means, and does not close
 the limiter's gate (the window says when there is room again).
@@ -29,9 +31,10 @@ its window, so it leaves ours too; each episode of refusals triples the margin, 
 CLEAN_WINDOWS windows without one narrow it a step back (a refusal shows a moment's lateness,
 not the rest of the run's). The learnt
 window is given up for pacing when, on two responses running, the server counts more requests
-in it than ours (another client shares the quota), when a learnt bucket's headers stop reading
-as one bucket, or when the margin would pass a tenth of the window; pacing resumes from where
-the bursts left its schedule, so no window is overfilled.
+in it than ours since a window before the answered request's slot (another client shares the
+quota; an answer read late, after a stall, counted ours that have left ours since), when a learnt
+bucket's headers stop reading as one bucket, or when the margin would pass a tenth of the window;
+pacing resumes from where the bursts left its schedule, so no window is overfilled.
 """
 
 from __future__ import annotations
@@ -46,6 +49,13 @@ from ttc.engine.send._window import AGREEING, MIN_BUDGET, Reading, Sent, Window,
 __all__ = ["RequestPace", "TokenPace", "Window"]
 
 RECOVERY = 0.01  # of the configured rate, regained per clean answer after a slow-down
+# A learnt sliding window's requests go at most this many times its budget's average rate: a
+# burst of them all at once is counted over as long as the loop takes to send them (on a loaded
+# machine 0.05-0.1 s for 20), and the replacements of those counted last, a span after their
+# common slot, came while the server still held them (test_quota's sliding-oldest case beside
+# two busy loops: 4-10 refusals in 4 runs of 5; spread, none in 5 of 5). Spread, each waits on
+# a timer of its own, so the loop's lateness is seen and widens the span.
+SPREAD = 8
 CLEAN_WINDOWS = 5  # windows without a refusal after which a widened margin narrows a step
 
 
@@ -75,6 +85,7 @@ class RequestPace:
         self._restart = -math.inf  # a learnt fixed window's next restart, as last announced
         self._margin = 0.0  # a learnt window's margin as adopted, before any refusal widened it
         self._widened = -math.inf  # when a refusal last widened it (or it last narrowed)
+        self._spread = -math.inf  # when a learnt sliding window's next request may start (SPREAD)
         self._sent = Sent()
         self._lock = asyncio.Lock()  # FIFO: requests pass in the order they asked
         self._wake: asyncio.Future[None] | None = None
@@ -110,10 +121,14 @@ class RequestPace:
             # to an idle pace (or a long stall) starts the schedule again from now.
             late = now - self._next
             self._next = (self._next if late <= self.tolerance else now) + self.interval
-            if self.window is not None:
+            window = self.window
+            if window is not None:
                 # Bursts run the schedule ahead; once all of them have left any window the
                 # pace is safe again however far ahead it ran.
-                self._next = min(self._next, now + self.window.span)
+                self._next = min(self._next, now + window.span)
+                # The spread's schedule, too, keeps its time through a late wake (half a gap).
+                gap = window.span / (SPREAD * window.budget)
+                self._spread = max(self._spread, now - gap / 2) + gap
             return now
 
     def earliest(self, now: float) -> float:
@@ -128,9 +143,9 @@ class RequestPace:
         # widens by twice the loop's lateness, so the server has let that one go.
         span = window.span + 2 * self.lateness
         if self._sent.after(now - span) < window.budget:
-            return now
+            return max(now, self._spread)
         # Room comes when the budget-th newest request leaves the span.
-        return self._sent.newest(window.budget) + span
+        return max(self._sent.newest(window.budget) + span, self._spread)
 
     def _fixed(self, now: float, window: Window) -> float:
         """A fixed window admits its budget from each restart: ours since the restart (and a
@@ -169,8 +184,12 @@ class RequestPace:
             self.interval = max(self.base, 1 / rate)
             self.tolerance = self.interval / 2
 
-    def heed(self, now: float, limit: int, remaining: int, reset: float) -> None:
-        """Learns the window from one response's headers, or checks the learnt one still holds."""
+    def heed(
+        self, now: float, limit: int, remaining: int, reset: float, sent_at: float | None = None
+    ) -> None:
+        """Learns the window from one response's headers, or checks the learnt one still holds.
+        `sent_at`: when the request answered took its slot (the server wrote the headers
+        after), if known."""
         reader = self._reader
         if reader is None or not 0 <= remaining < limit or not 0 < reset <= self.period:
             return
@@ -200,8 +219,11 @@ class RequestPace:
         # A request the server counts later than we took its slot may still be in its
         # window when ours has let it go, and a response read late (a loaded loop) counted
         # requests that ours has let go since: ours are counted a tenth of the window further
-        # back, and only a count above them that lasts is another's.
-        horizon = now - window.span - 0.1 * window.seconds
+        # back, from no later than the answered request's slot (its headers were written after
+        # it, however late they are read: a process descheduled for 2 s read ones that counted
+        # ours of 3 s before), and only a count above them that lasts is another's.
+        written = now if sent_at is None else min(now, sent_at)
+        horizon = written - window.span - 0.1 * window.seconds
         theirs = used * window.seconds / self.period - self._sent.after(horizon)
         self._foreign = self._foreign + 1 if theirs > max(3.0, 0.05 * window.budget) else 0
         if self._foreign >= AGREEING:

@@ -86,15 +86,7 @@ async def test_two_clients_on_one_quota_both_back_off() -> None:
 @pytest.mark.parametrize(
     ("kind", "means", "read_as"),
     [
-        pytest.param(
-            "sliding",
-            "oldest",
-            "sliding-oldest",
-            # Learnt again since the readings must tell the kinds apart (ecf502a), in 3 of 3 and
-            # 5 of 5 runs here, but not in 2 of 4 once on an idle machine (paced: safe, below
-            # the quota). Open in issue 30.
-            marks=pytest.mark.xfail(reason="sliding-oldest sometimes not learnt (issue 30)"),
-        ),
+        ("sliding", "oldest", "sliding-oldest"),
         ("fixed", "newest", "fixed"),
         ("bucket", "newest", "bucket"),
     ],
