@@ -20,7 +20,7 @@ import pytest
 from aiohttp import web
 
 from ttc.engine.cli._batch import add_batch_arguments, batch_main, cmd_batch
-from ttc.engine.cli._batchio import journal_path, output_bytes
+from ttc.engine.cli._batchio import LAYOUT, journal_path, output_bytes
 from ttc.engine.cli._batchsend import (
     BatchProgress,
     BatchSummary,
@@ -805,3 +805,14 @@ async def test_a_journal_edited_by_hand_gives_the_output_its_lines_say(tmp_path:
     assert out == [outs["a"], outs["b"], outs["c"], {"custom_id": "d", "error": "boom"}]
     assert summary.counts == {"200": 3, "error:?": 1}
     assert summary.sent == 0
+
+
+async def test_the_result_lines_a_batch_writes_are_laid_out_as_its_output_copy_expects(
+    tmp_path: Path,
+) -> None:
+    # The output is sliced from lines of this layout: a field added to RequestResult must
+    # change LAYOUT too, or the copy would take it for part of the output line.
+    write_input(tmp_path / "in.jsonl", [request(n) for n in ("a", "b")])
+    await batch(tmp_path, FakeEndpoint({"b": [Transient("x")] * 3}))
+    results = [e for e in read_lines(journal_path(tmp_path / "out.jsonl")) if e["ev"] == "result"]
+    assert [tuple(e) for e in results] == [LAYOUT, LAYOUT]
