@@ -48,7 +48,7 @@ from ttc.adapters.providers._http import (
 )
 from ttc.adapters.providers._sse import Streaming, post_stream
 from ttc.adapters.providers._streams import AnthropicAssembly
-from ttc.adapters.providers._transport import TransportErrors, transport_errors
+from ttc.adapters.providers._transport import TransportErrors
 from ttc.adapters.providers._usage import MISSING, UsageReader, answer_tokens, prompt_tokens
 from ttc.adapters.providers._vendors import ANTHROPIC_BASE_URL
 from ttc.engine import (
@@ -107,7 +107,8 @@ class AnthropicProvider(Provider):
         if key is None and urlsplit(base_url).hostname == _HOST:
             raise MissingKey(name, [api_key_env] if api_key_env else [], f" for {_HOST}")
         self._secrets = order_secrets(((key,) if key else ()) + self._base.secrets)
-        self._transport: TransportErrors | None = None  # made once: `_translate`
+        # Entered around every request (`_translate`): made once, as the usage reader is.
+        self._transport = TransportErrors(name, self.base_url, self._secrets)
         self._headers = {
             "Content-Type": "application/json",
             "Accept": "application/json",
@@ -227,9 +228,7 @@ class AnthropicProvider(Provider):
 
     def _translate(self) -> contextlib.AbstractContextManager[None]:
         """Transport failures and unreadable bodies into the error tree (`TransportErrors`)."""
-        kept = transport_errors(self._transport, self.name, self.base_url, self._secrets)
-        self._transport = kept
-        return kept
+        return self._transport
 
     def _completion(
         self, data: Any, request: Request, latency: float, rate: RateInfo | None

@@ -59,7 +59,7 @@ from ttc.adapters.providers._http import (
 from ttc.adapters.providers._responses import responses_body, responses_output
 from ttc.adapters.providers._sse import post_stream
 from ttc.adapters.providers._streams import ChatAssembly, ResponsesAssembly
-from ttc.adapters.providers._transport import TransportErrors, transport_errors
+from ttc.adapters.providers._transport import TransportErrors
 from ttc.adapters.providers._usage import (
     MISSING,
     UsageReader,
@@ -151,7 +151,8 @@ class OpenAIProvider(Provider):
             raise MissingKey(name, [api_key_env] if api_key_env else [], f" for {_OPENAI_HOST}")
         self._key = key
         self._secrets = order_secrets(((key,) if key else ()) + self._base.secrets)
-        self._transport: TransportErrors | None = None  # made once: `_translate`
+        # Entered around every request (`_translate`): made once, as the usage reader is.
+        self._transport = TransportErrors(name, self.base_url, self._secrets)
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._base.authorization is not None:
             self._headers["Authorization"] = self._base.authorization
@@ -312,9 +313,7 @@ class OpenAIProvider(Provider):
 
     def _translate(self) -> contextlib.AbstractContextManager[None]:
         """Transport failures and unreadable bodies into the error tree (`TransportErrors`)."""
-        kept = transport_errors(self._transport, self.name, self.base_url, self._secrets)
-        self._transport = kept
-        return kept
+        return self._transport
 
     def _body(self, request: Request) -> dict[str, Any]:
         s = request.sampling

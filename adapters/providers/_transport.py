@@ -15,7 +15,7 @@ import orjson
 from ttc.engine import Fatal, ProviderError, Transient
 from ttc.engine._util import redact
 
-__all__ = ["TransportErrors", "sdk_errors", "transport_errors"]
+__all__ = ["TransportErrors", "sdk_errors"]
 
 
 class TransportErrors:
@@ -51,16 +51,6 @@ class TransportErrors:
             raise Transient(f"{self.name}: {type(exc).__name__}: {said}") from exc
         if isinstance(exc, orjson.JSONDecodeError):
             raise Transient(f"{self.name}: truncated body (not JSON): {exc}") from exc
-
-
-def transport_errors(
-    kept: TransportErrors | None, name: str, base_url: str, secrets: Sequence[str]
-) -> TransportErrors:
-    """`kept` when it was made with the same name, URL and secrets (a provider keeps one), else
-    a new `TransportErrors`."""
-    if kept is not None and (kept.name, kept.base_url, kept.secrets) == (name, base_url, secrets):
-        return kept
-    return TransportErrors(name, base_url, secrets)
 
 
 StatusError = Callable[..., ProviderError]  # (status, headers, body, who=, secret=) -> error
