@@ -35,9 +35,10 @@ Lines are written by the journal's own writer thread (`_appender`), so that `app
 waits for the disk: it encodes the event, hands the line over and returns (the line's byte
 offset is known then). What that keeps of the crash guarantees:
 - the lines reach the file in the order they were appended, and none after one that failed;
-- a line reaches the OS within a few milliseconds of its `append` (the writer takes everything
-  appended meanwhile in one write): a process killed, SIGKILL included, loses the lines of its
-  last few milliseconds at most, and a resumed run sends those samples again;
+- a line reaches the OS within about 25 ms of its `append` (the writer takes everything
+  appended meanwhile in one write; `flush` and `sync` do not wait that long): a process killed,
+  SIGKILL included, loses the lines of its last few tens of milliseconds at most, and a resumed
+  run sends those samples again;
 - `sync` (at each round barrier, called in a thread) returns once every line appended before it
   is written and fsynced, so a round's barrier survives a machine crash; `close` writes every
   line, fsyncs and closes;

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from ttc.engine import RoundEnded, RunStarted, WriteError
-from ttc.engine.journal import read_journal
+from ttc.engine.journal import _appender, read_journal
 from ttc.engine.journal._appender import Appender
 from ttc.engine.journal._frames import MAGIC, whole_size
 from ttc.engine.journal._journal import Journal
@@ -48,6 +48,32 @@ def test_lines_land_in_order_at_the_offsets_append_returned(
         assert orjson.loads(data[offset : data.index(b"\n", offset)])["t"] == float(i)
     assert sum(writes) == 500
     assert len(writes) < 500  # the writer took what piled up in one write
+
+
+@pytest.mark.parametrize("form", ["plain", "compact"])
+def test_flush_and_close_do_not_wait_for_the_writer_to_gather(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    """The writer gathers lines for a while before each write (fewer GIL hand-overs); a caller
+    that needs them written (`flush`, `sync`, `close`, the exit hook) does not wait that out."""
+    monkeypatch.setattr(_appender, "_GATHER_S", 600.0)
+    path = tmp_path / "journal.jsonl"
+    journal = Journal(path, compact=form == "compact")
+    journal.open()
+    took: list[float] = []
+    for batch in range(3):
+        for i in range(10):
+            journal.append(started(10 * batch + i))
+        began = time.monotonic()
+        journal.flush() if batch != 1 else journal.sync()
+        took.append(time.monotonic() - began)
+        assert [e["t"] for e in read_journal(path)] == [float(i) for i in range(10 * batch + 10)]
+    journal.append(started(30))
+    began = time.monotonic()
+    journal.close()
+    took.append(time.monotonic() - began)
+    assert len(list(read_journal(path))) == 31
+    assert max(took) < 60, took  # not the 600 s gathering (a loaded machine is slow, not that)
 
 
 def test_reopening_appends_after_the_last_whole_line(tmp_path: Path) -> None:
