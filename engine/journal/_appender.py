@@ -116,7 +116,7 @@ class Appender:
         # Plain: a line's offset is its place in the file; compact: in the text of this session.
         self._appended = self._written = 0 if compact else size
         self._size = size
-        self._failure, self._raised, self._closing = None, False, False
+        self._failure, self._raised, self._closing, self._hurry = None, False, False, False
         self._thread = threading.Thread(
             target=self._run, args=(fd,), name=f"ttc-writer:{self.path.name}", daemon=True
         )
