@@ -126,17 +126,26 @@ class ServeLimit(WindowServer):
         )
 
 
-async def send(limiter: Limiter, server: WindowServer, latency: float) -> None:
+async def send(
+    limiter: Limiter, server: WindowServer, latency: float, wire: Wire | None = None
+) -> None:
     """One request: a slot, the server's admission, an answer `latency` later; a refusal is
-    answered at once and retried after its retry-after, as the Sender does with a 429."""
+    answered at once and retried after its retry-after, as the Sender does with a 429. With a
+    `wire`, the server counts each request once the wire has sent it."""
     while True:
         async with limiter.slot() as ticket:
-            if server.admit():
-                await asyncio.sleep(latency)
-                limiter.succeeded(server.headers())
-                return
-            wait = server.retry_after()
-            limiter.rate_limited(ticket, server.headers())
+            if wire is not None:
+                await wire.send()
+            try:
+                if server.admit():
+                    await asyncio.sleep(latency)
+                    limiter.succeeded(server.headers())
+                    return
+                wait = server.retry_after()
+                limiter.rate_limited(ticket, server.headers())
+            finally:
+                if wire is not None:
+                    wire.busy -= 1
         await asyncio.sleep(max(0.5, wait))
 
 
@@ -274,23 +283,6 @@ class Wire:
         await asyncio.sleep(self.free - self.clock.elapsed)
 
 
-async def send_on(wire: Wire, limiter: Limiter, server: WindowServer, latency: float) -> None:
-    """`send`, each request counted by the server once `wire` has sent it."""
-    while True:
-        async with limiter.slot() as ticket:
-            await wire.send()
-            try:
-                if server.admit():
-                    await asyncio.sleep(latency)
-                    limiter.succeeded(server.headers())
-                    return
-                wait = server.retry_after()
-                limiter.rate_limited(ticket, server.headers())
-            finally:
-                wire.busy -= 1
-        await asyncio.sleep(max(0.5, wait))
-
-
 @pytest.mark.parametrize("means", ["oldest", "newest"])
 async def test_a_learnt_sliding_windows_requests_counted_as_the_loop_sends_them_are_not_refused(
     clock: FakeClock, means: str
@@ -304,7 +296,7 @@ async def test_a_learnt_sliding_windows_requests_counted_as_the_loop_sends_them_
     server = ServeLimit(clock, rpm=600, window=6.0, kind="sliding", means=means)  # 60 in 6 s
     limiter = Limiter(rpm=600, max_concurrency=100)
     wire = Wire(clock, cost=0.002, connect=0.004)
-    tasks = spawn(300, lambda: send_on(wire, limiter, server, latency=0.5))
+    tasks = spawn(300, lambda: send(limiter, server, latency=0.5, wire=wire))
     await run_until(clock, tasks, until=80.0)
     assert len(server.admitted) == 300
     assert server.refused == 0
