@@ -24,11 +24,17 @@ loop measured in the same run. No model answers: this measures the machinery, ne
 `--guard X` exits 1 when `ttc batch`'s CPU per request passes X times the bare loop's (CI runs it
 on a small count with a wide margin: a regression guard on CPU time, not a timing test).
 
+`--repeat N` runs the clients N times over, in turn (bare, batch, engine, bare, batch, ...), so
+that each sitting's ratios are taken within a few seconds: a shared machine's speed drifts by a
+quarter from minute to minute here. Each client's figures are then its medians, each ratio the
+median of the N sittings' ratios, with its range in `ratio_ranges`.
+
 `--otel` runs `batch` and `engine` a second time each with their spans on (`--otel`: a span per
 attempt, exported by the SDK's batch processor over OTLP/HTTP to the reference server, which drops
 them), as `batch_otel` and `engine_otel`, with their ratios to the same client with spans off.
 
-    python benchmarks/client_overhead.py [--count 20000] [--concurrency 256] [--guard 2.5] [--otel]
+    python benchmarks/client_overhead.py [--count 20000] [--concurrency 256] [--repeat N]
+        [--guard 2.5] [--otel]
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import argparse
 import asyncio
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -211,6 +218,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--clients", default="bare,batch,engine", help="which, comma-separated")
     parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="sittings: every client N times, in turn; medians reported (default 1)",
+    )
+    parser.add_argument(
         "--guard", type=float, default=None, help="fail when batch CPU/request > X × bare's"
     )
     parser.add_argument("--role", choices=("serve", "bare", "engine"), help=argparse.SUPPRESS)
@@ -237,6 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(clients) - {"bare", "batch", "engine"}
     if unknown or "bare" not in clients:
         parser.error(f"--clients: bare and any of batch, engine, got {args.clients!r}")
+    if args.repeat < 1:
+        parser.error(f"--repeat: at least 1, got {args.repeat}")
     if args.otel:  # each traced client right after its plain one, in the same few seconds
         clients = [t for c in clients for t in ([c, f"{c}_otel"] if c != "bare" else [c])]
     return _compare(args, clients)
@@ -265,39 +280,23 @@ def _compare(args: argparse.Namespace, clients: list[str]) -> int:
         if "ready" not in server.stdout.readline():
             raise SystemExit("the reference server did not start")
         url = f"http://127.0.0.1:{port}/v1"
-        common = ["--url", url, "--count", str(args.count), "--concurrency", str(args.concurrency)]
-        rows: dict[str, dict[str, float]] = {}
+        sittings: list[dict[str, dict[str, float]]] = []
         with tempfile.TemporaryDirectory(prefix="ttc-overhead-") as tmp:
             work = Path(tmp)
             _batch_input(work / "in.jsonl", args.count)
-            for client in clients:
-                traced = client.endswith("_otel")
-                if client == "bare":
-                    command = [*me, "--role", "bare", *common]
-                elif client.startswith("batch"):
-                    out = work / f"{client}.jsonl"
-                    command = [
-                        sys.executable,
-                        "-m",
-                        "ttc.engine.cli",
-                        "batch",
-                        str(work / "in.jsonl"),
-                    ]
-                    command += ["--out", str(out), "--base-url", url, "--quiet"]
-                    command += ["--concurrency", str(args.concurrency)]
-                    command += ["--otel"] if traced else []
-                else:
-                    command = [*me, "--role", "engine", *common, "--out", str(work / client)]
-                    command += ["--otel"] if traced else []
-                rows[client] = _row(_run_role(command, env), args.count)
-                if client.startswith("batch"):
-                    _check_batch_output(work / f"{client}.jsonl", args.count)
+            for sitting in range(args.repeat):
+                rows: dict[str, dict[str, float]] = {}
+                for client in clients:
+                    rows[client] = _run_client(client, work / str(sitting), args, url, env)
+                    if client.startswith("batch"):
+                        _check_batch_output(work / str(sitting) / f"{client}.jsonl", args.count)
+                sittings.append(rows)
     finally:
         server.terminate()
         server.wait(timeout=10)
-    line = _report(rows, args)
+    line = _report(sittings, args)
     print(orjson.dumps(line).decode())
-    if args.guard is not None and "batch" in rows:
+    if args.guard is not None and "batch_cpu_per_request" in line["ratios"]:
         ratio = line["ratios"]["batch_cpu_per_request"]
         if ratio > args.guard:
             print(
@@ -309,6 +308,28 @@ def _compare(args: argparse.Namespace, clients: list[str]) -> int:
     return 0
 
 
+def _run_client(
+    client: str, work: Path, args: argparse.Namespace, url: str, env: dict[str, str]
+) -> dict[str, float]:
+    """One client's run to its end, its files under `work`: its row of figures."""
+    work.mkdir(exist_ok=True)
+    me = [sys.executable, str(Path(__file__).resolve())]
+    concurrency = str(args.concurrency)
+    common = ["--url", url, "--count", str(args.count), "--concurrency", concurrency]
+    traced = client.endswith("_otel")
+    if client == "bare":
+        command = [*me, "--role", "bare", *common]
+    elif client.startswith("batch"):
+        command = [sys.executable, "-m", "ttc.engine.cli", "batch", str(work.parent / "in.jsonl")]
+        command += ["--out", str(work / f"{client}.jsonl"), "--base-url", url, "--quiet"]
+        command += ["--concurrency", concurrency]
+        command += ["--otel"] if traced else []
+    else:
+        command = [*me, "--role", "engine", *common, "--out", str(work / client)]
+        command += ["--otel"] if traced else []
+    return _row(_run_role(command, env), args.count)
+
+
 def _check_batch_output(path: Path, count: int) -> None:
     answered = 0
     with path.open("rb") as fh:
@@ -318,7 +339,9 @@ def _check_batch_output(path: Path, count: int) -> None:
         raise SystemExit(f"ttc batch: {answered} of {count} requests answered")
 
 
-def _report(rows: dict[str, dict[str, float]], args: argparse.Namespace) -> dict[str, Any]:
+def _ratios(rows: dict[str, dict[str, float]]) -> dict[str, float]:
+    """One sitting's ratios: each client against the bare loop, the engine against `ttc batch`,
+    and each traced client against its plain one."""
     base = rows["bare"]
     ratios: dict[str, float] = {}
     for client in ("batch", "engine"):
@@ -341,16 +364,41 @@ def _report(rows: dict[str, dict[str, float]], args: argparse.Namespace) -> dict
             ratios[f"{client}_otel_cpu_per_request_vs_off"] = round(
                 traced["cpu_s_per_1000"] / plain["cpu_s_per_1000"], 3
             )
-    return {
+    return ratios
+
+
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 4)
+
+
+def _report(
+    sittings: list[dict[str, dict[str, float]]], args: argparse.Namespace
+) -> dict[str, Any]:
+    """The JSON line: one sitting's figures as they are; several sittings' as medians (each
+    ratio the median of the sittings' own ratios, with its range)."""
+    per_sitting = [_ratios(rows) for rows in sittings]
+    rows = {
+        client: {key: _median([s[client][key] for s in sittings]) for key in row}
+        for client, row in sittings[0].items()
+    }
+    ratios = {key: _median([r[key] for r in per_sitting]) for key in per_sitting[0]}
+    line: dict[str, Any] = {
         "benchmark": "client_overhead",
         "server": "aiohttp, one fixed answer, own process (not ttc serve)",
         "count": args.count,
         "concurrency": args.concurrency,
+        "repeat": args.repeat,
         "load_1min": round(os.getloadavg()[0], 2),
         "git": _commit(),
-        **{client: row for client, row in rows.items()},
+        **rows,
         "ratios": ratios,
     }
+    if len(sittings) > 1:
+        line["ratio_ranges"] = {
+            key: [min(r[key] for r in per_sitting), max(r[key] for r in per_sitting)]
+            for key in ratios
+        }
+    return line
 
 
 def _commit() -> str:
