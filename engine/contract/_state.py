@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ttc.engine.contract._errors import DataError
+from ttc.engine.contract._fastinit import fast_init
 from ttc.engine.contract._types import Item, Usage, normal_answer
 
 # Responses longer than this are kept compressed (zlib's fastest: 3.7x smaller on long reasoning,
@@ -56,14 +57,14 @@ class Pick:
         correct: bool,
         reward: float | None = None,
     ) -> None:
-        # Frozen: set as dataclasses' own __init__ sets them (one per sample, some twice).
-        setattr_ = object.__setattr__
-        setattr_(self, "round", round)
-        setattr_(self, "k", k)
-        setattr_(self, "packed", _pack(text))
-        setattr_(self, "answer", answer)
-        setattr_(self, "correct", correct)
-        setattr_(self, "reward", reward)
+        # Frozen: set through the slots' descriptors, as `fast_init` sets them (one Pick per
+        # sample, some two).
+        _PICK_SET[0](self, round)
+        _PICK_SET[1](self, k)
+        _PICK_SET[2](self, _pack(text))
+        _PICK_SET[3](self, answer)
+        _PICK_SET[4](self, correct)
+        _PICK_SET[5](self, reward)
 
     @property
     def text(self) -> str | None:
@@ -79,6 +80,12 @@ class Pick:
         return (self.round, self.k)
 
 
+# The slots of Pick, in its fields' order.
+_PICK_SET = tuple(
+    getattr(Pick, name).__set__ for name in ("round", "k", "packed", "answer", "correct", "reward")
+)
+
+
 @dataclass(slots=True)
 class Tally:
     """One extracted answer of a question: how many responses gave it, and the first that did."""
@@ -87,6 +94,7 @@ class Tally:
     first: Pick
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Scored:
     """What a judgement sees of one response: the ground-truth verdict and the reward, if any."""

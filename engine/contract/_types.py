@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from ttc.engine.contract._errors import ConfigError
+from ttc.engine.contract._fastinit import fast_init
 
 if TYPE_CHECKING:
     import numpy as np
@@ -60,6 +61,7 @@ class Demo:
     similarity: float | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Sampling:
     """Decoding parameters; None means the provider's default."""
@@ -75,6 +77,7 @@ class Sampling:
     verbosity: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Message:
     """One chat message."""
@@ -83,6 +86,7 @@ class Message:
     content: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Request:
     """What the engine asks a provider for.
@@ -98,6 +102,7 @@ class Request:
     demos: tuple[Demo, ...] = ()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Tokens billed for one request, split as the paper reports them."""
@@ -154,6 +159,7 @@ class RateInfo:
     reset_tokens_s: float | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Completion:
     """A provider's answer: one text per requested sample, and the usage of the whole call."""
@@ -170,6 +176,7 @@ class Completion:
     simulated: bool = False
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """A verifier's judgement of one response: a score in [0, 1] and the answer it extracted."""

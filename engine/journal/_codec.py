@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Literal, NamedTuple, Protocol, TypeVar
 
 from ttc.engine.contract._errors import DataError
+from ttc.engine.contract._fastinit import fast_init
 
 __all__ = ["Codec", "Eventlike", "Fields", "UnknownEvent", "encode", "event", "spec"]
 
@@ -113,10 +114,13 @@ _SCALARS = (int, str, float, bool)
 def event(
     *, ok: bool | Literal["error"] | None = None, order: Iterable[str] | None = None
 ) -> Callable[[type[T]], type[T]]:
-    """Registers an event class: compiles its plan (see the module's docstring)."""
+    """Registers an event class: compiles its plan (see the module's docstring), and a slotted
+    one's `__init__` as `fast_init` does (two events are made per sample)."""
 
     def register(cls: type[T]) -> type[T]:
         plan = _plan(cls, ok, None if order is None else tuple(order))
+        if "__slots__" in cls.__dict__:
+            fast_init(cls)
         _PLANS[cls] = plan
         return cls
 

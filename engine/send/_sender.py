@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ttc.engine.contract._errors import Fatal, ProviderError, RateLimited, Transient
+from ttc.engine.contract._fastinit import fast_init
 from ttc.engine.contract._types import Completion, Provider, RateInfo, Request
 from ttc.engine.send._cache import ProviderCache
 from ttc.engine.send._deadlines import Deadlines
@@ -36,6 +37,7 @@ __all__ = ["Job", "JobAttemptHook", "Outcome", "RetryHook", "Sender"]
 T = TypeVar("T")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Job:
     """One planned sample: question row, round, sample index, and the request to send."""
@@ -47,6 +49,7 @@ class Job:
     est_tokens: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """How a job ended: a completion, or the error that ended its last attempt."""
