@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, fields, replace
 
-from ttc.engine._util._offloop import pause
+from ttc.engine._util._offloop import TURN_S, pause
 from ttc.engine._util._pool import bounded
 from ttc.engine.contract._errors import ProviderError, Stalled
 from ttc.engine.contract._policy import Allotment, DemoPlan, DemoRef
@@ -226,14 +227,17 @@ class RoundRun:
         self, allotment: Allotment, plan: DemoPlan, sampling: Sampling, skip: set[tuple[int, int]]
     ) -> Iterator[Job]:
         """The samples to send: the allotment's, less those replayed (`skip`), whose prompts
-        are never rendered. Made in runs of up to `_JOB_RUN`, then handed out one at a time
-        (those a stop leaves made are dropped unsent by the round's senders)."""
+        are never rendered. Made in runs of up to `_JOB_RUN` (or of TURN_S), then handed out one
+        at a time (those a stop leaves made are dropped unsent by the round's senders)."""
         made: list[Job] = []
+        began = time.perf_counter()
         for job in self._make_jobs(allotment, plan, sampling, skip):
             made.append(job)
-            if len(made) == _JOB_RUN:
+            # A suite whose prompts are slow to render holds the loop no longer than TURN_S.
+            if len(made) == _JOB_RUN or time.perf_counter() - began > TURN_S:
                 yield from made
                 made.clear()
+                began = time.perf_counter()
         yield from made
 
     def _make_jobs(
