@@ -82,6 +82,11 @@ async def test_failures_expiry_and_cancel(gym: ReasoningGymSuite) -> None:
             )
             lines = await client.messages.batches.results(expired.id)
             kinds = Counter([r.result.type async for r in lines])
+    # A batch of a minute: cancelled at once however loaded the machine (a batch of 0.3 s had
+    # done a request by the time the cancel came on a busy one).
+    async with running_server(ServeOptions(port=0, batch_delay=60.0), gym) as server:
+        client = anthropic.AsyncAnthropic(base_url=server.url, api_key="x", max_retries=0)
+        async with client:
             slow = await client.messages.batches.create(requests=_requests(gym, 5))
             cancelling = await client.messages.batches.cancel(slow.id)
             cancelled = await _ended(client, slow.id)
