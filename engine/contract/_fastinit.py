@@ -51,8 +51,6 @@ def fast_init(cls: type[T]) -> type[T]:
     for i, f in enumerate(fields):
         if not f.init or f.kw_only:
             raise TypeError(f"fast_init: {cls.__name__}.{f.name} is not a plain parameter")
-        if not f.name.isidentifier():  # a dataclass field always is
-            raise TypeError(f"fast_init: {cls.__name__}.{f.name}")
         names[f"_set{i}"] = _slot(cls, f.name).__set__
         if f.default is not dataclasses.MISSING:
             names[f"_default{i}"] = f.default

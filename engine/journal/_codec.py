@@ -234,7 +234,6 @@ def _encoder(
         if name is None:
             body.append(f"    line['ok'] = {ok!r}")
             continue
-        assert name.isidentifier(), name  # a dataclass field: never anything else
         value = f"e.{name}"
         if enc is not None:
             names[f"_enc{i}"] = enc
