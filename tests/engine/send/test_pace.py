@@ -308,6 +308,34 @@ async def test_a_learnt_sliding_windows_requests_counted_as_the_loop_sends_them_
     assert server.admitted[-1] - server.admitted[0] < 26.0
 
 
+@pytest.mark.parametrize(
+    ("latency", "cost"), [(0.1, 0.001), (0.1, 0.002), (0.3, 0.002), (0.3, 0.004)]
+)
+@pytest.mark.parametrize("means", ["newest", "oldest"])
+async def test_a_learnt_bucket_is_charged_with_ours_the_server_has_not_counted_yet(
+    clock: FakeClock, latency: float, cost: float, means: str
+) -> None:
+    # test_quota's bucket (60 requests, refilling 20 a second), and a loop that sends our
+    # requests one by one: a bucket learnt, the burst it lets through reaches the server over
+    # 0.05-0.2 s. An answer the server wrote while the burst was still going out reads a
+    # fuller, longer bucket; charged only with ours of the last moment, the new bucket let
+    # through what the server's had no room for (before: 2-5 refusals and the bucket given up
+    # in each of the four reset-means-newest cases; test_quota's case beside a busy test
+    # suite, in 3 runs of 40).
+    server = ServeLimit(clock, rpm=1200, window=3.0, kind="bucket", means=means)
+    limiter = Limiter(rpm=1200, max_concurrency=32)
+    wire = Wire(clock, cost=cost, connect=2 * cost)
+    tasks = spawn(150, lambda: send(limiter, server, latency=latency, wire=wire))
+    await run_until(clock, tasks, until=60.0)
+    assert len(server.admitted) == 150
+    assert server.refused == 0
+    window = limiter.window
+    assert window is not None
+    assert window.kind == "bucket"
+    # Filled all the same: paced, 150 requests take 7.6 s.
+    assert server.admitted[-1] - server.admitted[0] < 6.0
+
+
 async def test_answers_read_after_a_stall_do_not_end_the_learnt_window(clock: FakeClock) -> None:
     # test_quota's server (60 requests in any 3 s) on a loaded machine: the process is
     # descheduled for 2 s (beside two busy loops, 1-2 s at a time) soon after the window is
