@@ -321,7 +321,7 @@ async def test_a_learnt_bucket_is_charged_with_ours_the_server_has_not_counted_y
     # fuller, longer bucket; charged only with ours of the last moment, the new bucket let
     # through what the server's had no room for (before: 2-5 refusals and the bucket given up
     # in each of the four reset-means-newest cases; test_quota's case beside a busy test
-    # suite, in 3 runs of 40).
+    # suite, in 3-4 runs of 40).
     server = ServeLimit(clock, rpm=1200, window=3.0, kind="bucket", means=means)
     limiter = Limiter(rpm=1200, max_concurrency=32)
     wire = Wire(clock, cost=cost, connect=2 * cost)
