@@ -42,15 +42,16 @@ def fast_init(cls: type[T]) -> type[T]:
     if not params.init:
         raise TypeError(f"fast_init: {cls.__name__} writes its own __init__")
     fields = dataclasses.fields(cast(Any, cls))
-    # The dataclass's own parameters, to the letter: an InitVar is one, but no field.
+    # The dataclass's own parameters, to the letter: an InitVar is one but no field, and an
+    # init=False field is a field but no parameter.
     own = list(inspect.signature(cls.__init__).parameters)[1:]
     if own != [f.name for f in fields]:
-        raise TypeError(f"fast_init: {cls.__name__}.__init__ takes more than its fields")
+        raise TypeError(f"fast_init: {cls.__name__}.__init__ does not take just its fields")
     names: dict[str, Any] = {"_FACTORY": _FACTORY}
     args, body = [], []
     for i, f in enumerate(fields):
-        if not f.init or f.kw_only:
-            raise TypeError(f"fast_init: {cls.__name__}.{f.name} is not a plain parameter")
+        if f.kw_only:
+            raise TypeError(f"fast_init: {cls.__name__}.{f.name} is keyword-only")
         names[f"_set{i}"] = _slot(cls, f.name).__set__
         if f.default is not dataclasses.MISSING:
             names[f"_default{i}"] = f.default
