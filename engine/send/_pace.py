@@ -227,9 +227,7 @@ class RequestPace:
                 return
             if reading is not None and reading.low > 1.02 * window.seconds:
                 # A fuller bucket read: a longer one.
-                self._adopt(
-                    limit, reading, used, self._unseen(now, 0.01 + 2 * self.lateness, sent_at)
-                )
+                self._adopt(limit, reading, used, self._unseen(now, sent_at))
         # A request the server counts later than we took its slot may still be in its
         # window when ours has let it go, and a response read late (a loaded loop) counted
         # requests that ours has let go since: ours are counted a tenth of the window further
@@ -253,23 +251,28 @@ class RequestPace:
         sent_at: float | None,
     ) -> None:
         """One response's headers read for the window, which is adopted once they agree."""
-        # Read at most twice the loop's lateness after the server wrote them (at least 10 ms).
-        lag = 0.01 + 2 * self.lateness
-        reading = reader.read(now, limit, used, reset, self._sent, lag)
+        reading = reader.read(now, limit, used, reset, self._sent, self._lag())
         if reading is not None:
-            self._adopt(limit, reading, used, self._unseen(now, lag, sent_at))
+            self._adopt(limit, reading, used, self._unseen(now, sent_at))
             self._restart = now + reset
 
-    def _unseen(self, now: float, lag: float, sent_at: float | None) -> int:
+    def _lag(self) -> float:
+        """How long after the server wrote a response's headers they are read, at most: twice
+        the loop's lateness (at least 10 ms)."""
+        return 0.01 + 2 * self.lateness
+
+    def _unseen(self, now: float, sent_at: float | None) -> int:
         """Ours the server may not have counted in headers read now: those that took a slot
         after the answered request (the server wrote the headers after it, however late they
-        are read), and at least those of the last `lag` seconds. The slot is what bounds it:
+        are read), and at least those of the last `_lag`. The slot is what bounds it:
         a loaded loop sends a burst one request at a time, so the server counts its last ones
         up to 0.2 s after their slots (test_quota's bucket beside a busy test suite: 3-4 runs
         of 40 refused 2-6 requests, each just after a longer bucket was adopted from an answer
         written mid-burst). Some of those may have been counted: the bucket then starts
         that much fuller than the server's, a one-off wait of as many requests' refill."""
-        since = now - lag if sent_at is None else min(now - lag, sent_at)
+        since = now - self._lag()
+        if sent_at is not None:
+            since = min(since, sent_at)
         return self._sent.after(since)
 
     def _adopt(self, limit: int, reading: Reading, used: int, unseen: int) -> None:
