@@ -12,7 +12,10 @@ millisecond of lag for every other coroutine of the host. Two tools keep that sh
   `TURN_S`: every task that calls it then waits at one gate while the loop runs everything
   else that is ready (its timers, and the tasks they wake), and each turn lets through only as
   many waiting tasks as fit in about TURN_S, so however many of the engine's tasks were ready,
-  the host's coroutines wait about TURN_S or two for the loop.
+  the host's coroutines wait about TURN_S or two for the loop. `await pause(ahead=True)` is
+  for the work that frees the others (a round's verdicts, which make room in the queue the
+  send workers fill): it goes on while the current turn has time left, and waits at the head
+  of the line, not behind every send worker.
 """
 
 from __future__ import annotations
@@ -64,13 +67,17 @@ class _Turns:
         self.waiters: collections.deque[asyncio.Future[None]] | None = None
         self.share = _FIRST_SHARE
 
-    def wait(self) -> asyncio.Future[None]:
-        """A future done once this task's turn comes (first come, first served)."""
+    def wait(self, ahead: bool) -> asyncio.Future[None]:
+        """A future done once this task's turn comes (first come, first served; `ahead`: before
+        every task waiting already)."""
         fut = asyncio.get_running_loop().create_future()
         if self.waiters is None:
             self.waiters = collections.deque()
             self._shut()
-        self.waiters.append(fut)
+        if ahead:
+            self.waiters.appendleft(fut)
+        else:
+            self.waiters.append(fut)
         return fut
 
     def _shut(self) -> None:
@@ -125,11 +132,15 @@ def _turns(loop: asyncio.AbstractEventLoop) -> _Turns:
     return turns
 
 
-async def pause() -> None:
+async def pause(*, ahead: bool = False) -> None:
     """Gives the loop a turn if the engine's code has held it for TURN_S or more (or a turn is
     being given already): the task waits for its place, once. Each turn lets through at least
-    one task, so the engine progresses however slow the machine (a loaded one, a profiler)."""
+    one task, so the engine progresses however slow the machine (a loaded one, a profiler).
+
+    `ahead`: for work the other tasks wait on (a round's verdicts). It goes on while the turn
+    has time left, even with tasks waiting for the next, and once the turn is spent it waits
+    before them: the next turn lets it through first."""
     turns = _turns(asyncio.get_running_loop())
-    if turns.waiters is None and time.perf_counter() - turns.since < TURN_S:
+    if (ahead or turns.waiters is None) and time.perf_counter() - turns.since < TURN_S:
         return
-    await turns.wait()
+    await turns.wait(ahead)

@@ -331,7 +331,11 @@ class RoundRun:
         else:
             verdicts = await verifiers.judge_many(pairs)
         for (job, comp), verdict, reward in zip(group, verdicts, rewards, strict=True):
-            await pause()  # a batch of verdicts is accounted in short turns of the loop
+            # A batch of verdicts is accounted in short turns of the loop, each verdict ahead of
+            # the send workers waiting at the gate: behind them, a pause per verdict waited for
+            # hundreds of sends, the judges fell behind, and the queue of answers to judge
+            # filled, which made every send worker wait on it too.
+            await pause(ahead=True)
             if reward is not None:
                 self._emit_rating(job.row, job.k, reward)
             self._settle(job.row, job.k, comp.texts[0], comp.usage, verdict, reward, emit=True)

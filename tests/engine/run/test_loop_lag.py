@@ -18,6 +18,7 @@ from fakes import FakeSuite, ScriptedProvider, items
 from ttc.engine import Engine, RunConfig, RunStarted, SampleLanded, Usage
 from ttc.engine._util import _offloop
 from ttc.engine._util._offloop import in_thread, pause
+from ttc.engine._util._pool import Batches
 from ttc.engine.journal import completed_samples
 from ttc.engine.journal._journal import Journal, Replays
 from ttc.engine.run import _runinfo
@@ -174,3 +175,75 @@ def test_a_loop_that_paused_is_freed_once_its_host_is_done_with_it() -> None:
     gc.collect()
     assert loops[0]() is None  # the one before the last is gone (the last may stay cached)
     assert len(_offloop._TURNS) <= 1
+
+
+async def test_work_that_goes_ahead_passes_the_gate_before_the_tasks_waiting_at_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A round's verdicts make room for its send workers: behind them at the gate, a verdict
+    # waited for hundreds of sends. On a clock the test moves, 20 tasks wait for the next turn.
+    now = [100.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
+    _offloop._TURNS.clear()
+    monkeypatch.setattr(_offloop, "_last", None)
+    await pause()  # the loop's turns begin now
+    now[0] += 2 * _offloop.TURN_S  # and this one is spent
+    passed: list[str] = []
+    opened = asyncio.Event()
+
+    async def task(name: str, ahead: bool) -> None:
+        await pause(ahead=ahead)
+        passed.append(name)
+        opened.set()
+
+    waiting = [asyncio.create_task(task(f"t{i}", False)) for i in range(20)]
+    await asyncio.sleep(0)
+    ahead = asyncio.create_task(task("ahead", True))
+    await asyncio.gather(*waiting, ahead)
+    assert passed[0] == "ahead"
+    assert sorted(passed[1:]) == sorted(f"t{i}" for i in range(20))
+
+    # A turn with time left: the tasks at the gate wait for the next one, work that goes ahead
+    # goes on at once; once the turn is spent, it waits too.
+    now[0] += 2 * _offloop.TURN_S
+    opened.clear()
+    waiting = [asyncio.create_task(task(f"u{i}", False)) for i in range(200)]
+    await opened.wait()  # the gate opened: some went through, the others wait
+    turns = _offloop._turns(asyncio.get_running_loop())
+    assert turns.waiters
+    through = len(passed)
+    await pause(ahead=True)
+    assert len(passed) == through  # no one else ran meanwhile
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(pause(), timeout=0)
+    now[0] += 2 * _offloop.TURN_S
+    ahead = asyncio.create_task(task("ahead again", True))
+    await asyncio.sleep(0)
+    assert not ahead.done()
+    await asyncio.gather(*waiting, ahead)
+
+
+async def test_verdicts_keep_up_with_send_workers_at_full_speed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Answers that land at once, 256 send workers, and the verdicts accounted in this process:
+    # the judges must keep up, or the queue of answers to judge fills and every send worker
+    # waits for room in it (a suspension per request, for nothing). A verdict paused behind the
+    # send workers at the loop's gate let 4 in 5 answers find the queue full.
+    waited = [0, 0]
+    put = Batches.put
+
+    async def counted(self: Batches[Any], x: Any) -> None:
+        waited[0] += 1
+        waited[1] += len(self._items) >= self._maxsize
+        await put(self, x)
+
+    monkeypatch.setattr(Batches, "put", counted)
+    n = 2000
+    config = RunConfig(method="unif", rounds=1, concurrency=256, verifier_workers=0)
+    provider = ScriptedProvider({f"q{i}": [f"right:q{i}"] for i in range(n)})
+    async with Engine(provider, FakeSuite(pool=items(n)), config, out_dir=tmp_path) as engine:
+        result = await engine.run()
+    assert result.coverage == 1.0
+    assert waited[0] == n
+    assert waited[1] < n / 10, f"{waited[1]} of {n} answers waited for room to be judged"
