@@ -269,31 +269,50 @@ def _free_port() -> int:
 
 # Compiles every module of the ttc the clients import (symbolic links to folders followed, as
 # the checkout's `ttc/` has them), and this folder's, to bytecode beside its source.
+# Prints how many files it compiled (or found compiled) and how many it could not.
 _COMPILE = """
 import compileall, os, sys, ttc
+done = failed = 0
 for root in [*ttc.__path__, sys.argv[1]]:
     for folder, _, names in os.walk(root, followlinks=True):
         for name in names:
             if name.endswith(".py"):
-                compileall.compile_file(os.path.join(folder, name), quiet=2)
+                ok = compileall.compile_file(os.path.join(folder, name), quiet=2)
+                done, failed = done + bool(ok), failed + (not ok)
+print(done, failed)
 """
 
 
-def _compile_ttc(env: dict[str, str]) -> None:
+def _compile_ttc(env: dict[str, str]) -> dict[str, int]:
     """ttc's modules compiled to bytecode before the first client starts, as installing a
-    package compiles them: from a fresh checkout, or with PYTHONDONTWRITEBYTECODE set, every
-    `ttc batch` and engine process would compile ttc's sources again at start-up (some 0.08 s
-    of CPU each here), while the bare loop's aiohttp was compiled when it was installed. Where
-    the cache cannot be written (a read-only install) the clients run as they are."""
+    wheel compiles them: from a fresh checkout, or with PYTHONDONTWRITEBYTECODE set, every
+    `ttc batch` and engine process would compile ttc's sources again at start-up (some 0.09 s
+    of CPU each here), while the bare loop's aiohttp was compiled when it was installed. The
+    bytecode is written beside the sources even under PYTHONDONTWRITEBYTECODE. Where it cannot
+    be (a read-only install), the clients compile at start-up as they would for a user: the
+    line's `ttc_bytecode` counts the files compiled and those that could not be, and stderr
+    says so."""
     here = str(Path(__file__).resolve().parent)
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-c", _COMPILE, here],
         env=env,
         cwd=tempfile.gettempdir(),  # the ttc the clients import, not the working folder's
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
         check=False,
     )
+    words = done.stdout.split()
+    if done.returncode != 0 or len(words) != 2:
+        print(f"client_overhead: ttc's modules not compiled: {done.stderr[-500:]}", file=sys.stderr)
+        return {"compiled": 0, "failed": -1}
+    compiled, failed = int(words[0]), int(words[1])
+    if failed:
+        print(
+            f"client_overhead: {failed} of ttc's modules could not be compiled (their clients "
+            "compile them at start-up)",
+            file=sys.stderr,
+        )
+    return {"compiled": compiled, "failed": failed}
 
 
 def _compare(args: argparse.Namespace, clients: list[str]) -> int:
@@ -311,7 +330,7 @@ def _compare(args: argparse.Namespace, clients: list[str]) -> int:
         if "ready" not in server.stdout.readline():
             raise SystemExit("the reference server did not start")
         url = f"http://127.0.0.1:{port}/v1"
-        _compile_ttc(env)
+        bytecode = _compile_ttc(env)
         sittings: list[dict[str, dict[str, float]]] = []
         with tempfile.TemporaryDirectory(prefix="ttc-overhead-") as tmp:
             work = Path(tmp)
@@ -326,7 +345,7 @@ def _compare(args: argparse.Namespace, clients: list[str]) -> int:
     finally:
         server.terminate()
         server.wait(timeout=10)
-    line = _report(sittings, args)
+    line = _report(sittings, args) | {"ttc_bytecode": bytecode}
     print(orjson.dumps(line).decode())
     if args.guard is not None and "batch_cpu_per_request" in line["ratios"]:
         ratio = line["ratios"]["batch_cpu_per_request"]

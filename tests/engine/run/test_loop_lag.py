@@ -211,9 +211,9 @@ async def test_work_that_goes_ahead_passes_the_gate_before_the_tasks_waiting_at_
     await opened.wait()  # the gate opened: some went through, the others wait
     turns = _offloop._turns(asyncio.get_running_loop())
     assert turns.waiters
-    through = len(passed)
-    await pause(ahead=True)
-    assert len(passed) == through  # no one else ran meanwhile
+    paused = pause(ahead=True)
+    with pytest.raises(StopIteration):  # it returns without waiting for anything
+        paused.send(None)
     plain = asyncio.create_task(pause())
     await asyncio.sleep(0)
     assert not plain.done()  # the same pause, not ahead, waits for the next turn
@@ -230,8 +230,8 @@ async def test_verdicts_keep_up_with_send_workers_at_full_speed(
 ) -> None:
     # Answers that land at once, 256 send workers, and the verdicts accounted in this process:
     # the judges must keep up, or the queue of answers to judge fills and every send worker
-    # waits for room in it (a suspension per request, for nothing). A verdict paused behind the
-    # send workers at the loop's gate let 4 in 5 answers find the queue full.
+    # waits for room in it (a suspension per request, for nothing): as when a verdict paused
+    # behind the send workers at the loop's gate.
     waited = [0, 0]
     put = Batches.put
 
@@ -248,4 +248,6 @@ async def test_verdicts_keep_up_with_send_workers_at_full_speed(
         result = await engine.run()
     assert result.coverage == 1.0
     assert waited[0] == n
-    assert waited[1] < n / 10, f"{waited[1]} of {n} answers waited for room to be judged"
+    # Before, 1,172-1,232 of them; now none, and under 200 with the process descheduled for
+    # 10 ms at one clock reading in twenty: a loaded machine has room below the bound.
+    assert waited[1] < n / 4, f"{waited[1]} of {n} answers waited for room to be judged"
