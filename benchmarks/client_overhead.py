@@ -17,11 +17,11 @@ latency) runs in its own process. Three clients then send the same `--count` req
 
 Each client's CPU (user + system) and peak RSS are its whole process's, read from `wait4` when
 it exits (start-up included, as a user pays it: ttc's modules are compiled to bytecode before
-the first client starts, as installing ttc compiles them, and as the bare loop's aiohttp was); the
-engine's verifier processes are not its own and are left out (it reports its own process's
-figures). Prints one JSON line with each client's
-requests per second, CPU seconds per 1,000 requests and peak RSS, and the ratios to the bare
-loop measured in the same run. No model answers: this measures the machinery, never the method.
+the first client starts, as installing a wheel of ttc compiles them, and as the bare loop's
+aiohttp was); the engine's verifier processes are not its own and are left out (it reports its
+own process's figures). Prints one JSON line with each client's requests per second, CPU seconds
+per 1,000 requests and peak RSS, and the ratios to the bare loop measured in the same run. No
+model answers: this measures the machinery, never the method.
 
 `--guard X` exits 1 when `ttc batch`'s CPU per request passes X times the bare loop's (CI runs it
 on a small count with a wide margin: a regression guard on CPU time, not a timing test).
