@@ -149,6 +149,8 @@ class RoundRun:
         journal has judged (and rated) is settled as it is taken, in short turns of the loop, so
         a large journal is never held decoded at once (the garbage collector's pauses stop the
         host's loop too); the others are judged (and rated) first, together."""
+        if not self.done:  # a fresh run (or every sample replayed): no key to look up
+            return set()
         keys, found = set(), []
         rated = not self.judgement.reward_model or self.ctx.scorer is None
         for row, count in allotment.items():
