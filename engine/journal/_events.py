@@ -105,7 +105,8 @@ _SAMPLE_HEAD = ("round", "item", "k", "attempts", "demos", "temperature", "ok")
 @event(ok=True, order=(*_SAMPLE_HEAD, "text", "usage", "latency", "simulated", "cached"))
 @dataclass(frozen=True, slots=True)
 class SampleLanded(_Keyed):
-    """A sample's response landed: written the moment it lands, before it is judged."""
+    """A sample's response landed: written as it lands (in that turn of the loop), before it is
+    judged."""
 
     KIND: ClassVar[str] = "sample"
     text: str

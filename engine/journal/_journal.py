@@ -5,8 +5,9 @@ The events are the frozen dataclasses of `_events`, written and read by the one 
 the replay readers (`completed_samples`, `difficulty_ratings`) return typed records (a resumed
 run reads its samples as `Replays`, kept as their lines until each is replayed). Event kinds (`ev`):
 - `start`: a run (or a resumed run) began.
-- `sample`: one planned sample landed, written the moment it lands: its text, usage, attempts and
-  the demonstrations it was shown, or its final error. Keyed by (round, item, k).
+- `sample`: one planned sample landed, written as it lands (in that turn of the loop): its text,
+  usage, attempts and the demonstrations it was shown, or its final error. Keyed by (round, item,
+  k).
 - `verdict`: the verifier's judgement of a landed sample (score, extracted answer), whether it is
   correct (score >= γ) and whether the run's judgement accepted it (`passed`).
 - `judge`: the reward model's rating of a landed sample (the share of the scale it gave, its reply

@@ -82,7 +82,7 @@ class Landing:
     on_sent: Callable[[], None]
     # One failed attempt that will be retried: counted and journaled.
     on_retry: RetryHook
-    # A sample's final outcome, a response or its last error: journaled at once.
+    # A sample's final outcome, a response or its last error: journaled in the turn it lands in.
     on_landed: Callable[[Job, Outcome], None]
     # Answered samples, as many as landed meanwhile: judged, then accounted.
     on_judged: Callable[[list[Answered]], Awaitable[None]]

@@ -1,11 +1,12 @@
 """One round of Algorithm 1: replay what the journal already has, send the rest, judge, account.
 
-A sample is journaled the moment it lands (text and usage: paid work is never lost); then, as it
-is judged, the reward model's rating (`judge`, only with a reward judge) and the verdict. A sample
-the journal holds is replayed instead of sent; one that landed but was never judged (the run
-stopped in between) is judged now, not bought again, and a rating the journal holds is not asked
-again. Once a sample's verdict is journaled, a rating that failed stays failed (the response
-scored 0, as it was then): what a finished round decided never changes on resume.
+A sample is journaled as it lands, at the end of that turn of the loop (text and usage: paid work
+is never lost; `_scheduler`); then, as it is judged, the reward model's rating (`judge`, only with
+a reward judge) and the verdict. A sample the journal holds is replayed instead of sent; one that
+landed but was never judged (the run stopped in between) is judged now, not bought again, and a
+rating the journal holds is not asked again. Once a sample's verdict is journaled, a rating that
+failed stays failed (the response scored 0, as it was then): what a finished round decided never
+changes on resume.
 
 A round sees its run through a `RoundContext`: the parts it needs, not the engine. It sends its
 samples itself, or hands them to a Batch API's dispatcher (`run/batch`) with a `Landing`: where
@@ -288,7 +289,8 @@ class RoundRun:
             self.ctx.emit(Retried(*key, attempt, error.kind, said, delay))
 
     def on_landed(self, job: Job, outcome: Outcome) -> None:
-        """A sample's final outcome: journaled at once (a response, or its last error)."""
+        """A sample's final outcome, a response or its last error: journaled (at the end of the turn
+        of the loop it landed in, with the others of that turn: `run_round`)."""
         key = self._key(job.row, job.k)
         shown = job.request.demos
         demos = tuple([d.item_id for d in shown]) if shown else ()
