@@ -289,8 +289,8 @@ class RoundRun:
             self.ctx.emit(Retried(*key, attempt, error.kind, said, delay))
 
     def on_landed(self, job: Job, outcome: Outcome) -> None:
-        """A sample's final outcome, a response or its last error: journaled (at the end of the turn
-        of the loop it landed in, with the others of that turn: `run_round`)."""
+        """A sample's final outcome, journaled: a response at the end of the turn of the loop it
+        landed in (with the others of that turn), its last error at once (`run_round`)."""
         key = self._key(job.row, job.k)
         shown = job.request.demos
         demos = tuple([d.item_id for d in shown]) if shown else ()
