@@ -145,6 +145,18 @@ class Appender:
                 self._cond.notify_all()  # all: a `flush` may wait on the same condition
         return offset
 
+    def extend(self, lines: list[bytes]) -> None:
+        """Hands several lines to the writer at once, in order (one taking of the lock)."""
+        with self._lock:
+            if self._fd is None:
+                raise RuntimeError(f"{self.path} is not open")
+            self._raise_failure()
+            self._queue.extend(lines)
+            for line in lines:
+                self._appended += len(line)
+            if self._waiting:
+                self._cond.notify_all()
+
     def flush(self) -> None:
         """Blocks until every line appended so far has reached the OS."""
         with self._cond:

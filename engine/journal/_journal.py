@@ -55,7 +55,7 @@ line is. A plain journal (every journal from before) is resumed plain.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterable, Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -287,6 +287,25 @@ class Journal:
         # of digits goes through the float's decimal digits: a fifth of this call's time).
         line["at"] = round(time.time() * 1000) / 1000
         return self._out.append(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
+
+    def extend(self, events: Iterable[Eventlike]) -> None:
+        """`append` for several events at once, each its own line, in order, under one time
+        stamp: what lands or is judged in one turn of the loop (one hand-over to the writer
+        instead of one per line, some 1.5 us a line less).
+        WriteError: an earlier line failed."""
+        if not self._out.is_open:
+            raise RuntimeError("journal is not open")
+        at = round(time.time() * 1000) / 1000
+        dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
+        lines: list[bytes] = []
+        try:
+            for event in events:
+                line = encode(event)
+                line["at"] = at
+                lines.append(dumps(line, option=newline))
+        finally:  # the lines before one that could not be encoded are kept
+            if lines:
+                self._out.extend(lines)
 
     def flush(self) -> None:
         """Waits until every line appended so far has reached the OS (to read it back)."""

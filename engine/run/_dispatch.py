@@ -54,6 +54,8 @@ class RoundContext:
     budget: RunBudget
     outputs: TokenEstimator
     emit: Callable[[Event], None]
+    # `emit` for several events, in order, handed to the journal's writer together.
+    emit_all: Callable[[list[Event]], None]
     # The response cache as the policy model sees it, if the host gave one.
     cache: ProviderCache | None = None
     # Tells the stream each question's resolution as it happens.
@@ -82,8 +84,9 @@ class Landing:
     on_sent: Callable[[], None]
     # One failed attempt that will be retried: counted and journaled.
     on_retry: RetryHook
-    # A sample's final outcome, a response or its last error: journaled in the turn it lands in.
-    on_landed: Callable[[Job, Outcome], None]
+    # Samples' final outcomes, responses or last errors, as many as landed in one turn of the
+    # loop: journaled together (`run_round`).
+    on_landed: Callable[[list[tuple[Job, Outcome]]], None]
     # Answered samples, as many as landed meanwhile: judged, then accounted.
     on_judged: Callable[[list[Answered]], Awaitable[None]]
     # The completions the response cache served that have not landed yet, by id (held, so that

@@ -364,6 +364,17 @@ class Engine:
         self.observer.event(event)
         self._sink(event)
 
+    def _emit_all(self, events: list[Event]) -> None:
+        """`_emit` for each of `events`, in order, their lines handed to the journal's writer
+        together."""
+        if self._journal is not None:
+            self._journal.extend(events)
+        observer, sink = self.observer, self._sink
+        for event in events:
+            self._fresh += not isinstance(event, _BOOKKEEPING)
+            observer.event(event)
+            sink(event)
+
     def _finish_rounds(self, state: RunState, timer: RunTimer) -> None:
         self.running = False
         for stats in state.rounds:
@@ -439,6 +450,7 @@ class Engine:
             self.budget,
             self.outputs,
             self._emit,
+            self._emit_all,
             self.cache,
             self._watch,
             self._failed,

@@ -1,12 +1,14 @@
 """One round of Algorithm 1: replay what the journal already has, send the rest, judge, account.
 
 A sample is journaled as it lands, at the end of that turn of the loop (text and usage: paid work
-is never lost; `_scheduler`); then, as it is judged, the reward model's rating (`judge`, only with
-a reward judge) and the verdict. A sample the journal holds is replayed instead of sent; one that
-landed but was never judged (the run stopped in between) is judged now, not bought again, and a
-rating the journal holds is not asked again. Once a sample's verdict is journaled, a rating that
-failed stays failed (the response scored 0, as it was then): what a finished round decided never
-changes on resume.
+is never lost; `_scheduler`); then, once its batch is judged and accounted, the reward model's
+rating (`judge`, only with a reward judge) and the verdict. Each turn's samples, and each
+batch's ratings and verdicts, go to the journal's writer together (`Journal.extend`).
+
+A sample the journal holds is replayed instead of sent; one that landed but was never judged
+(the run stopped in between) is judged now, not bought again, and a rating the journal holds is
+not asked again. Once a sample's verdict is journaled, a rating that failed stays failed (the
+response scored 0, as it was then): what a finished round decided never changes on resume.
 
 A round sees its run through a `RoundContext`: the parts it needs, not the engine. It sends its
 samples itself, or hands them to a Batch API's dispatcher (`run/batch`) with a `Landing`: where
@@ -37,6 +39,7 @@ from ttc.engine.contract._types import (
     Verdict,
 )
 from ttc.engine.journal._events import (
+    Event,
     Judged,
     Retried,
     SampleFailed,
@@ -210,21 +213,28 @@ class RoundRun:
         return [rated.get((r.row, r.k), r) for r in found]
 
     def _settle_replayed(self, r: _Replayed) -> None:
+        # Judged or rated in this session: its rating and verdict are journaled anew.
+        events: list[Event] = []
         reward = r.fresh_rating
         if reward is not None:
-            self._emit_rating(r.row, r.k, reward)
+            events.append(reward.to_event(*self._key(r.row, r.k)))
         elif r.landed.rating is not None:
             reward = RewardResult.from_event(r.landed.rating)
         sample, verdict = r.landed.sample, r.landed.verdict
         assert verdict is not None  # _judge_unjudged gave every sample one
         self.stats.retries += max(0, sample.attempts - 1)  # as the session that bought it counted
         self.state.simulated |= sample.simulated
-        emit = r.fresh_verdict or r.fresh_rating is not None
+        journaled = events if r.fresh_verdict or r.fresh_rating is not None else None
         self._replaying = True
         try:
-            self._settle(r.row, r.k, sample.text, sample.usage, verdict, reward, emit=emit)
+            text, usage = sample.text, sample.usage
+            accepted = self._settle(r.row, r.k, text, usage, verdict, reward, journaled)
         finally:
             self._replaying = False
+            if events:
+                self.ctx.emit_all(events)
+        if accepted:
+            self._solved(r.row, replayed=True)
 
     def _jobs(
         self, allotment: Allotment, plan: DemoPlan, sampling: Sampling, skip: set[tuple[int, int]]
@@ -288,33 +298,61 @@ class RoundRun:
         else:
             self.ctx.emit(Retried(*key, attempt, error.kind, said, delay))
 
-    def on_landed(self, job: Job, outcome: Outcome) -> None:
-        """A sample's final outcome, journaled: a response at the end of the turn of the loop it
-        landed in (with the others of that turn), its last error at once (`run_round`)."""
-        key = self._key(job.row, job.k)
-        shown = job.request.demos
-        demos = tuple([d.item_id for d in shown]) if shown else ()
-        temperature = job.request.sampling.temperature
-        comp, ctx = outcome.completion, self.ctx
-        if comp is None:
-            assert outcome.error is not None
-            err = outcome.error
-            self.stats.rate_limited += err.kind == "rate_limited"
-            message = str(err)[:500]
-            ctx.emit(SampleFailed(*key, err.kind, message, outcome.attempts, demos, temperature))
-            self._settle(job.row, job.k, None, Usage(), None, None, emit=False)
-            ctx.budget.sample_failed(err)
-            return
+    def on_landed(self, landed: list[tuple[Job, Outcome]]) -> None:
+        """Samples' final outcomes, as many as landed in one turn of the loop (`run_round`),
+        journaled together; a last error once journaled with the outcomes before it is accounted
+        at once (it may stop the run). An outcome that cannot be landed (a bug) leaves the
+        others landed, and its error is raised after them."""
+        events: list[Event] = []
+        error: Exception | None = None
+        for job, outcome in landed:
+            try:
+                if outcome.completion is not None:
+                    events.append(self._answered(job, outcome.completion, outcome.attempts))
+                    continue
+                events.append(self._failed_event(job, outcome))
+                told, events = events, []
+                self.ctx.emit_all(told)
+                self._settle(job.row, job.k, None, Usage(), None, None)
+                assert outcome.error is not None
+                self.ctx.budget.sample_failed(outcome.error)
+            except Exception as exc:
+                error = error or exc
+        if events:
+            self.ctx.emit_all(events)
+        if error is not None:
+            raise error
+
+    def _answered(self, job: Job, comp: Completion, attempts: int) -> SampleLanded:
+        """A sample's response, accounted as it lands: its journal event."""
+        ctx = self.ctx
         ctx.budget.sample_answered()
         ctx.outputs.observe_usage(comp.usage)
-        latency = round(comp.latency_s, 4)
-        text, usage, attempts = comp.texts[0], comp.usage, outcome.attempts
         self.state.simulated |= comp.simulated
-        cached = self.landing.from_cache(comp)
-        ctx.emit(
-            SampleLanded(
-                *key, text, usage, attempts, demos, temperature, latency, comp.simulated, cached
-            )
+        return SampleLanded(
+            *self._key(job.row, job.k),
+            comp.texts[0],
+            comp.usage,
+            attempts,
+            _shown(job),
+            job.request.sampling.temperature,
+            round(comp.latency_s, 4),
+            comp.simulated,
+            self.landing.from_cache(comp),
+        )
+
+    def _failed_event(self, job: Job, outcome: Outcome) -> SampleFailed:
+        """A sample's last error, counted: its journal event."""
+        err = outcome.error
+        assert err is not None
+        self.stats.rate_limited += err.kind == "rate_limited"
+        return SampleFailed(
+            *self._key(job.row, job.k),
+            err.kind,
+            str(err)[:500],
+            outcome.attempts,
+            _shown(job),
+            job.request.sampling.temperature,
         )
 
     async def on_judged(self, group: list[tuple[Job, Completion]]) -> None:
@@ -334,18 +372,32 @@ class RoundRun:
             rewards = list(rated)
         else:
             verdicts = await verifiers.judge_many(pairs)
-        for (job, comp), verdict, reward in zip(group, verdicts, rewards, strict=True):
-            # A batch of verdicts is accounted in short turns of the loop, each verdict ahead of
-            # the send workers waiting at the gate: behind them, a pause per verdict waited for
-            # hundreds of sends, the judges fell behind, and the queue of answers to judge
-            # filled, which made every send worker wait on it too.
-            await pause(ahead=True)
-            if reward is not None:
-                self._emit_rating(job.row, job.k, reward)
-            self._settle(job.row, job.k, comp.texts[0], comp.usage, verdict, reward, emit=True)
+        events: list[Event] = []
+        solved: list[int] = []
+        try:
+            for (job, comp), verdict, reward in zip(group, verdicts, rewards, strict=True):
+                # A batch of verdicts is accounted in short turns of the loop, each verdict ahead
+                # of the send workers waiting at the gate: behind them, a pause per verdict
+                # waited for hundreds of sends, the judges fell behind, and the queue of answers
+                # to judge filled, which made every send worker wait on it too.
+                await pause(ahead=True)
+                if reward is not None:
+                    events.append(reward.to_event(*self._key(job.row, job.k)))
+                text, usage = comp.texts[0], comp.usage
+                if self._settle(job.row, job.k, text, usage, verdict, reward, events):
+                    solved.append(job.row)
+        finally:
+            # The batch's lines go to the journal's writer together (those accounted so far, if
+            # the round is cancelled at a pause), then the stream hears what they solved.
+            if events:
+                self.ctx.emit_all(events)
+            for row in solved:
+                self._solved(row, replayed=False)
 
-    def _emit_rating(self, row: int, k: int, reward: RewardResult) -> None:
-        self.ctx.emit(reward.to_event(*self._key(row, k)))
+    def _solved(self, row: int, *, replayed: bool) -> None:
+        """Tells the stream (if the run has one) that `row` is resolved, if it now is."""
+        if self.ctx.watch is not None:
+            self.ctx.watch.check(row, self.t, replayed=replayed)
 
     def _settle(
         self,
@@ -355,10 +407,11 @@ class RoundRun:
         usage: Usage,
         verdict: Verdict | None,
         reward: RewardResult | None,
-        *,
-        emit: bool,
-    ) -> None:
-        """Judges one finished sample by the strategy's judgement and accounts it."""
+        events: list[Event] | None = None,
+    ) -> bool:
+        """Judges one finished sample by the strategy's judgement and accounts it; its verdict's
+        event goes into `events` (None: it is not journaled). Whether the sample was accepted
+        (the caller then tells the stream)."""
         stats, state = self.stats, self.state
         stats.samples += 1
         stats.usage = stats.usage + usage
@@ -374,19 +427,18 @@ class RoundRun:
             state.record_error(row, usage)
             if not self._replaying:
                 self.ctx.budget.check(state)
-            return
+            return False
         item: Item = state.items[row]
         scored = Scored(item.id, self.t, k, verdict.score, verdict.answer, _share(reward))
         accepted = self.judgement.accepts(scored)
         correct = verdict.score >= self.gamma
-        if emit:
-            self.ctx.emit(self._verdict_event(row, k, scored, correct, accepted))
+        if events is not None:
+            events.append(self._verdict_event(row, k, scored, correct, accepted))
         stats.passed += accepted
         state.record_sample(row, self.t, k, text, usage, scored, correct, accepted)
-        if accepted and self.ctx.watch is not None:
-            self.ctx.watch.check(row, self.t, replayed=self._replaying)
         if not self._replaying:
             self.ctx.budget.check(state)
+        return accepted
 
     def _verdict_event(
         self, row: int, k: int, scored: Scored, correct: bool, accepted: bool
@@ -394,6 +446,12 @@ class RoundRun:
         flipped = self.judgement.flipped(scored) if isinstance(self.judgement, Noisy) else None
         key = self._key(row, k)
         return Judged(*key, scored.score, scored.answer, correct, accepted, scored.reward, flipped)
+
+
+def _shown(job: Job) -> tuple[str, ...]:
+    """The questions whose solutions a sample's prompt showed."""
+    shown = job.request.demos
+    return tuple([d.item_id for d in shown]) if shown else ()
 
 
 def _share(reward: RewardResult | None) -> float | None:

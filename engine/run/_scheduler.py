@@ -18,13 +18,14 @@ A failure that is not a provider's refusal (a bug in a provider, a suite's judge
 verifier pool that broke) stops the dispatch through `on_failure`; requests in flight still land
 and are journaled, and the first such error is raised, as itself, once they have.
 
-The answers that land in one turn of the loop go to `on_landed` together, at the end of that
-turn (`_Landed`), before any of them is judged, and before the round returns (or is cancelled);
-a failure goes at once (it may stop the dispatch), after the answers before it. Either way
-a sample is journaled within a turn of landing, as the journal's writer gathers lines for tens
-of milliseconds anyway. Landed one at a time, each between two requests' work, a sample's
-landing (its event made, encoded and handed to the writer) cost half as much CPU again, for the
-same instructions: its code and data out of the caches.
+The answers that land in one turn of the loop go to `on_landed` together, in one list, at the
+end of that turn (`_Landed`), before any of them is judged, and before the round returns (or is
+cancelled); a failure goes at once (it may stop the dispatch), after the answers before it.
+Either way a sample is journaled within a turn of landing, as the journal's writer gathers lines
+for tens of milliseconds anyway. Landed one at a time, each between two requests' work, a
+sample's landing (its event made, encoded and handed to the writer) cost half as much CPU again,
+for the same instructions: its code and data out of the caches; landed together, their journal
+lines go to the writer in one hand-over.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ __all__ = ["run_round", "single"]
 
 # A sample that landed with a response, on its way to the verify workers.
 Answered = tuple[Job, Completion]
+# Lands outcomes, in order: each that it can, raising the first error after the others landed.
+OnLanded = Callable[[list[tuple[Job, Outcome]]], None]
 # A verify worker takes what has landed meanwhile, up to this many samples, in one round trip.
 BATCH = 64
 
@@ -53,11 +56,11 @@ def _ignore(exc: Exception) -> None:
 
 
 class _Landed:
-    """The answers that landed in this turn of the loop, handed to `on_landed` at its end (or
-    sooner: a failure landing, a batch to judge, the round's end), in the order they landed; an
-    error `on_landed` raises goes to `failures`."""
+    """The answers that landed in this turn of the loop, handed to `on_landed` together at its
+    end (or sooner: a failure landing, a batch to judge, the round's end), in the order they
+    landed; an error `on_landed` raises goes to `failures`."""
 
-    def __init__(self, on_landed: Callable[[Job, Outcome], None], failures: _Failures) -> None:
+    def __init__(self, on_landed: OnLanded, failures: _Failures) -> None:
         self.on_landed, self.failures = on_landed, failures
         self.pending: list[tuple[Job, Outcome]] = []
         self.loop = asyncio.get_running_loop()
@@ -78,12 +81,10 @@ class _Landed:
         if not self.pending:
             return
         pending, self.pending = self.pending, []
-        on_landed = self.on_landed
-        for job, outcome in pending:
-            try:
-                on_landed(job, outcome)
-            except Exception as exc:
-                self.failures.add(exc)
+        try:
+            self.on_landed(pending)
+        except Exception as exc:
+            self.failures.add(exc)
 
 
 class _Failures:
@@ -102,7 +103,7 @@ class _Failures:
 async def run_round(
     jobs: Iterable[Job] | AsyncIterator[Job],
     sender: Callable[[Job], Awaitable[Outcome]],
-    on_landed: Callable[[Job, Outcome], None],
+    on_landed: OnLanded,
     on_judged: Callable[[list[Answered]], Awaitable[None]],
     *,
     workers: int,
@@ -110,9 +111,9 @@ async def run_round(
     stopped: Callable[[], bool] = _never,
     on_failure: Callable[[Exception], None] = _ignore,
 ) -> None:
-    """Sends every job through `sender` (a `Sender.send_with_retry`); `on_landed` sees each
-    outcome in the turn of the loop it landed in (with the others of that turn), `on_judged`
-    the answered ones, each after `on_landed` saw it.
+    """Sends every job through `sender` (a `Sender.send_with_retry`); `on_landed` is handed
+    each outcome in the turn of the loop it landed in (with the others of that turn, in one
+    list), `on_judged` the answered ones, each after `on_landed` saw it.
 
     Once `stopped()` is true, jobs not yet taken are dropped unsent (a resumed run sends them);
     requests in flight finish. An error raised by a send (other than the provider's refusals,

@@ -50,6 +50,44 @@ def test_lines_land_in_order_at_the_offsets_append_returned(
     assert len(writes) < 500  # the writer took what piled up in one write
 
 
+@pytest.mark.parametrize("compact", [False, True])
+def test_events_extended_together_land_in_order_among_those_appended(
+    tmp_path: Path, compact: bool
+) -> None:
+    path = tmp_path / "journal.jsonl"
+    with Journal(path, compact=compact) as journal:
+        journal.append(started(0))
+        journal.extend([started(i) for i in range(1, 40)])
+        journal.extend([])
+        journal.append(started(40))
+    lines = list(read_journal(path))
+    assert [e["t"] for e in lines] == [float(i) for i in range(41)]
+    assert all(isinstance(e["at"], float) for e in lines)  # each its own time stamp
+
+
+def test_an_event_that_cannot_be_written_keeps_the_ones_before_it(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    with Journal(path) as journal:
+        with pytest.raises(KeyError):  # no event kind: a bug in the caller
+            journal.extend([started(0), started(1), object(), started(3)])  # type: ignore[list-item]
+        journal.append(started(4))
+    assert [e["t"] for e in read_journal(path)] == [0.0, 1.0, 4.0]
+
+
+def test_extending_after_a_failed_write_raises_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = Journal(tmp_path / "journal.jsonl").open()
+    monkeypatch.setattr(Appender, "_write", staticmethod(fills_up_halfway))
+    journal.append(started(0))
+    with pytest.raises(WriteError, match="No space left on device"):
+        journal.flush()
+    with pytest.raises(WriteError, match="No space left on device"):
+        journal.extend([started(1), started(2)])
+    journal.close()
+    assert list(read_journal(tmp_path / "journal.jsonl")) == []
+
+
 @pytest.mark.parametrize("form", ["plain", "compact"])
 def test_flush_and_close_do_not_wait_for_the_writer_to_gather(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str

@@ -35,8 +35,11 @@ async def test_every_outcome_lands_before_it_is_judged_and_before_the_round_retu
         # Every fifth fails (it is never judged), the last one among them.
         return failed(j.row) if j.row % 5 == 4 else answered(j.row)
 
-    def on_landed(j: Job, outcome: Outcome) -> None:
-        landed.append(j.row)
+    calls: list[int] = []  # how many outcomes each call of on_landed was handed
+
+    def on_landed(outcomes: list[tuple[Job, Outcome]]) -> None:
+        calls.append(len(outcomes))
+        landed.extend(j.row for j, _ in outcomes)
 
     async def on_judged(group: list[Answered]) -> None:
         assert all(j.row in landed for j, _ in group)  # its line before its verdict
@@ -46,8 +49,10 @@ async def test_every_outcome_lands_before_it_is_judged_and_before_the_round_retu
     assert sorted(landed) == list(range(50))
     assert sorted(judged) == [i for i in range(50) if i % 5 != 4]
     # Outcomes back in one turn of the loop land together at its end: some outcome came back
-    # while another, back before it, had not landed yet.
+    # while another, back before it, had not landed yet, and they were handed over in one call.
     assert any(n < i for i, n in enumerate(turns))
+    assert max(calls) > 1
+    assert sum(calls) == 50
 
 
 async def test_what_landed_in_the_last_turn_lands_even_when_the_round_is_cancelled() -> None:
@@ -61,8 +66,8 @@ async def test_what_landed_in_the_last_turn_lands_even_when_the_round_is_cancell
         await asyncio.sleep(3600)
         raise AssertionError("never")
 
-    def on_landed(j: Job, outcome: Outcome) -> None:
-        landed.append(j.row)
+    def on_landed(outcomes: list[tuple[Job, Outcome]]) -> None:
+        landed.extend(j.row for j, _ in outcomes)
 
     async def on_judged(group: list[Answered]) -> None:
         await asyncio.sleep(3600)  # the verdicts never come: the round is cancelled first
@@ -87,10 +92,11 @@ async def test_an_error_in_landing_fails_the_round_once_the_requests_in_flight_h
         await asyncio.sleep(0.001 * j.row)
         return answered(j.row)
 
-    def on_landed(j: Job, outcome: Outcome) -> None:
-        if j.row == 2:
+    def on_landed(outcomes: list[tuple[Job, Outcome]]) -> None:
+        # As the round's own does: lands the others, then raises.
+        landed.extend(j.row for j, _ in outcomes if j.row != 2)
+        if any(j.row == 2 for j, _ in outcomes):
             raise ValueError("a bug in landing")
-        landed.append(j.row)
 
     async def on_judged(group: list[Answered]) -> None:
         return None
@@ -118,7 +124,7 @@ async def test_a_failure_lands_at_once_so_that_a_stop_it_causes_sends_nothing_mo
         sent.append(j.row)
         return failed(j.row)  # back without a pause: a worker goes on to its next job at once
 
-    def on_landed(j: Job, outcome: Outcome) -> None:
+    def on_landed(outcomes: list[tuple[Job, Outcome]]) -> None:
         nonlocal stop
         stop = True  # as a refused key stops the run
 
