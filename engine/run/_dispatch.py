@@ -163,18 +163,20 @@ class Landing:
         # A few verify workers per verifier process keep every process busy.
         verifiers = min(workers, max(4, 4 * cfg.verifier_workers))
 
-        async def counted(job: Job) -> Outcome:
+        def dispatch() -> bool:  # a job goes out unless the run stops: counted as sent
+            if ctx.stopped:
+                return False
             self.on_sent()
-            return await send(job)
+            return True
 
         await run_round(
             jobs,
-            counted,
+            send,
             self.on_landed,
             self.on_judged,
             workers=workers,
             verifiers=verifiers,
-            stopped=lambda: ctx.stopped,
+            dispatch=dispatch,
             on_failure=ctx.fail,
         )
 

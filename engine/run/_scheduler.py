@@ -47,8 +47,8 @@ OnLanded = Callable[[list[tuple[Job, Outcome]]], None]
 BATCH = 64
 
 
-def _never() -> bool:
-    return False
+def _always() -> bool:
+    return True
 
 
 def _ignore(exc: Exception) -> None:
@@ -108,15 +108,17 @@ async def run_round(
     *,
     workers: int,
     verifiers: int,
-    stopped: Callable[[], bool] = _never,
+    dispatch: Callable[[], bool] = _always,
     on_failure: Callable[[Exception], None] = _ignore,
 ) -> None:
     """Sends every job through `sender` (a `Sender.send_with_retry`); `on_landed` is handed
     each outcome in the turn of the loop it landed in (with the others of that turn, in one
     list), `on_judged` the answered ones, each after `on_landed` saw it.
 
-    Once `stopped()` is true, jobs not yet taken are dropped unsent (a resumed run sends them);
-    requests in flight finish. An error raised by a send (other than the provider's refusals,
+    `dispatch()` is asked as each job is about to go to `sender`: true sends it (a caller counts
+    its sends there, with no wrapper of `sender`: a coroutine less a request); once it is false
+    (the run stops), jobs not yet taken are dropped unsent (a resumed run sends them); requests
+    in flight finish. An error raised by a send (other than the provider's refusals,
     which the sender turns into outcomes), `on_landed` or `on_judged` goes to `on_failure` (which
     stops the dispatch) and is raised once the requests in flight have landed; a batch whose
     judging failed stays unjudged (a resumed run judges it).
@@ -126,7 +128,7 @@ async def run_round(
     lands = _Landed(on_landed, failures)
 
     async def send(job: Job) -> None:
-        if stopped() or failures.errors:
+        if failures.errors or not dispatch():
             return
         try:
             outcome = await sender(job)
@@ -134,8 +136,9 @@ async def run_round(
             failures.add(exc)
             return
         lands.add(job, outcome)
-        if outcome.completion is not None:
-            await landed.put((job, outcome.completion))
+        comp = outcome.completion
+        if comp is not None and not landed.offer((job, comp)):  # full: it waits for room
+            await landed.put((job, comp))
 
     async def judge(group: list[Answered]) -> None:
         lands.flush()  # each sample journaled before its verdict

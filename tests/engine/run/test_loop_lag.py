@@ -233,14 +233,15 @@ async def test_verdicts_keep_up_with_send_workers_at_full_speed(
     # waits for room in it (a suspension per request, for nothing): as when a verdict paused
     # behind the send workers at the loop's gate.
     waited = [0, 0]
-    put = Batches.put
+    offer = Batches.offer
 
-    async def counted(self: Batches[Any], x: Any) -> None:
+    def counted(self: Batches[Any], x: Any) -> bool:  # each answer offered; False: it waits
         waited[0] += 1
-        waited[1] += len(self._items) >= self._maxsize
-        await put(self, x)
+        room = offer(self, x)
+        waited[1] += not room
+        return room
 
-    monkeypatch.setattr(Batches, "put", counted)
+    monkeypatch.setattr(Batches, "offer", counted)
     n = 2000
     config = RunConfig(method="unif", rounds=1, concurrency=256, verifier_workers=0)
     provider = ScriptedProvider({f"q{i}": [f"right:q{i}"] for i in range(n)})

@@ -138,6 +138,6 @@ async def test_a_failure_lands_at_once_so_that_a_stop_it_causes_sends_nothing_mo
         on_judged,
         workers=4,
         verifiers=1,
-        stopped=lambda: stop,
+        dispatch=lambda: not stop,
     )
     assert len(sent) <= 4  # the ones taken before the first failure landed

@@ -99,6 +99,29 @@ async def test_batches_group_what_landed_and_end_every_reader() -> None:
     assert max(len(group) for group in seen) <= 4
 
 
+async def test_an_offer_takes_an_item_only_while_there_is_room_and_wakes_a_reader() -> None:
+    batches: Batches[int] = Batches(maxsize=2, batch=8)
+    seen: list[list[int]] = []
+
+    async def judge(group: list[int]) -> None:
+        seen.append(group)
+
+    reader = asyncio.create_task(bounded(batches, judge, 1))
+    await asyncio.sleep(0)  # the reader waits for an item
+    assert batches.offer(0)
+    assert batches.offer(1)
+    assert not batches.offer(2)  # full: a producer then awaits `put`
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert seen == [[0, 1]]  # woken by the offers, it took both
+    assert batches.offer(2)
+    await batches.close()
+    await reader
+    assert seen == [[0, 1], [2]]
+    with pytest.raises(RuntimeError, match="closed"):
+        batches.offer(3)
+
+
 async def test_a_full_batches_holds_its_producers_until_a_reader_takes_room() -> None:
     batches: Batches[int] = Batches(maxsize=3, batch=2)
     producers = [asyncio.create_task(batches.put(i)) for i in range(7)]
