@@ -121,27 +121,21 @@ class Sender:
             if cached is not None and len(cached.texts) == request.n:
                 return Outcome(cached, None, 1)
 
-        async def attempt() -> Completion:
-            if cache is not None:
-                cache.count_miss()
-            completion = await provider.generate(request)
-            if len(completion.texts) != request.n:
-                raise Fatal(f"provider returned {len(completion.texts)} texts for n={request.n}")
-            if provider.simulated and not completion.simulated:
-                # The label follows the answer: into the cache, the journal and the reports.
-                completion = dataclasses.replace(completion, simulated=True)
-            return completion
-
         def hook(attempt_no: int, error: ProviderError, delay: float) -> None:
             self.on_retry(job, attempt_no, error, delay)
 
+        attempt = _Attempt(provider, request, cache)
         # One name first: unpacking at once makes mypy infer the call's T as Completion | None.
         result = await self.call_with_retry(
-            job.est_tokens, attempt, _completion_account, hook, self._attempted(job)
+            job.est_tokens, attempt, attempt.account, hook, self._attempted(job)
         )
         completion, error, attempts = result
-        if completion is not None and cache is not None:
-            cache.store(request, completion)
+        if completion is not None:
+            if provider.simulated and not completion.simulated:
+                # The label follows the answer: into the cache, the journal and the reports.
+                completion = dataclasses.replace(completion, simulated=True)
+            if cache is not None:
+                cache.store(request, completion)
         return Outcome(completion, error, attempts)
 
     def _attempted(self, job: Job) -> AttemptHook | None:
@@ -252,5 +246,24 @@ def _cancelled_from_above() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-def _completion_account(completion: Completion) -> tuple[int, RateInfo | None]:
-    return billed(completion.usage), completion.rate
+class _Attempt:
+    """One request's attempts: each is the provider's own call, with no coroutine of ours
+    around it (one a request less); its answer is checked as the limiter accounts it."""
+
+    __slots__ = ("cache", "provider", "request")
+
+    def __init__(self, provider: Provider, request: Request, cache: ProviderCache | None) -> None:
+        self.provider, self.request, self.cache = provider, request, cache
+
+    def __call__(self) -> Awaitable[Completion]:
+        if self.cache is not None:
+            self.cache.count_miss()
+        return self.provider.generate(self.request)
+
+    def account(self, completion: Completion) -> tuple[int, RateInfo | None]:
+        """The tokens it used and its rate-limit headers; Fatal if it has not one text for
+        each sample asked (a bug in the provider: an attempt that failed, not retried)."""
+        n = self.request.n
+        if len(completion.texts) != n:
+            raise Fatal(f"provider returned {len(completion.texts)} texts for n={n}")
+        return billed(completion.usage), completion.rate

@@ -206,3 +206,44 @@ async def test_a_sender_sends_jobs_to_its_provider() -> None:
     outcome = await sender.send_with_retry(Job(0, 0, 0, request, 1))
     assert outcome.completion is not None
     assert outcome.completion.texts == ("right:q0",)
+
+
+class TwoTexts(Provider):
+    """A provider with a bug: two texts where one was asked."""
+
+    name = "two"
+    model = "two-1"
+
+    async def generate(self, request: Request) -> Completion:
+        return Completion(("a", "b"), Usage(1, 1))
+
+
+class Simulating(Provider):
+    """A provider known to answer from the simulator, whose completions do not say so."""
+
+    name = "sim-behind"
+    model = "sim-1"
+    simulated = True
+
+    async def generate(self, request: Request) -> Completion:
+        return Completion(("x",), Usage(1, 1))
+
+
+async def test_an_answer_with_texts_for_other_than_n_fails_its_sample_at_once() -> None:
+    limiter = Limiter()
+    sender = Sender(TwoTexts(), limiter, RetryPolicy(base_delay=0.0), 5.0)
+    request = Request((Message("user", "q"),), item_id="q0")
+    outcome = await sender.send_with_retry(Job(0, 0, 0, request, 1))
+    assert outcome.completion is None
+    assert outcome.error is not None
+    assert "2 texts for n=1" in str(outcome.error)
+    assert outcome.attempts == 1  # a bug is not retried
+    assert limiter.in_flight == 0  # its slot given back
+
+
+async def test_a_simulated_providers_answer_is_labelled_simulated() -> None:
+    sender = Sender(Simulating(), Limiter(), RetryPolicy(), 5.0)
+    request = Request((Message("user", "q"),), item_id="q0")
+    outcome = await sender.send_with_retry(Job(0, 0, 0, request, 1))
+    assert outcome.completion is not None
+    assert outcome.completion.simulated
