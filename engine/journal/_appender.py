@@ -152,8 +152,7 @@ class Appender:
                 raise RuntimeError(f"{self.path} is not open")
             self._raise_failure()
             self._queue.extend(lines)
-            for line in lines:
-                self._appended += len(line)
+            self._appended += sum(map(len, lines))
             if self._waiting:
                 self._cond.notify_all()
 
