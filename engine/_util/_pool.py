@@ -104,12 +104,13 @@ class Batches(Generic[T]):
 
     async def put(self, x: T) -> None:
         """Adds one item, waiting for room."""
-        if not self.offer(x):
-            items = self._items
-            while len(items) >= self._maxsize:
-                await _wait(self._putters)
-            items.append(x)
-            _wake(self._readers, 1)
+        if self._closed:
+            raise RuntimeError("put on closed Batches")
+        items = self._items
+        while len(items) >= self._maxsize:
+            await _wait(self._putters)
+        items.append(x)
+        _wake(self._readers, 1)
 
     def offer(self, x: T) -> bool:
         """Adds one item if there is room (then True), at once: a producer awaits `put` only

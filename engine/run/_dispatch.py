@@ -54,8 +54,10 @@ class RoundContext:
     budget: RunBudget
     outputs: TokenEstimator
     emit: Callable[[Event], None]
-    # `emit` for several events, in order, handed to the journal's writer together.
-    emit_all: Callable[[list[Event]], None]
+    # `emit` in two halves: several events journaled in order, their lines handed to the
+    # journal's writer together; an event shown to the observer and the run's stream.
+    journal_all: Callable[[list[Event]], None]
+    tell: Callable[[Event], None]
     # The response cache as the policy model sees it, if the host gave one.
     cache: ProviderCache | None = None
     # Tells the stream each question's resolution as it happens.
@@ -70,6 +72,14 @@ class RoundContext:
     def stopped(self) -> bool:
         """Whether the run is stopping: nothing new is dispatched."""
         return self.budget.is_stopped()
+
+    def emit_all(self, events: list[Event]) -> None:
+        """`emit` for each of `events`, in order, their lines handed to the writer together."""
+        try:
+            self.journal_all(events)
+        finally:  # what reached the journal is told, even when one of them could not
+            for event in events:
+                self.tell(event)
 
 
 @dataclass(frozen=True, slots=True)

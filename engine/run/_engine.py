@@ -358,22 +358,21 @@ class Engine:
 
     def _emit(self, event: Event) -> None:
         """Journals an event (when the run has a directory) and shows it to the observer."""
-        self._fresh += not isinstance(event, _BOOKKEEPING)
         if self._journal is not None:
             self._journal.append(event)
-        self.observer.event(event)
-        self._sink(event)
+        self._tell(event)
 
-    def _emit_all(self, events: list[Event]) -> None:
-        """`_emit` for each of `events`, in order, their lines handed to the journal's writer
-        together."""
+    def _journal_all(self, events: list[Event]) -> None:
+        """Journals several events (when the run has a directory), in order, their lines handed
+        to the journal's writer together; the observer is told of each apart (`_tell`)."""
         if self._journal is not None:
             self._journal.extend(events)
-        observer, sink = self.observer, self._sink
-        for event in events:
-            self._fresh += not isinstance(event, _BOOKKEEPING)
-            observer.event(event)
-            sink(event)
+
+    def _tell(self, event: Event) -> None:
+        """Shows an event to the observer and the run's stream (journaled apart)."""
+        self._fresh += not isinstance(event, _BOOKKEEPING)
+        self.observer.event(event)
+        self._sink(event)
 
     def _finish_rounds(self, state: RunState, timer: RunTimer) -> None:
         self.running = False
@@ -450,7 +449,8 @@ class Engine:
             self.budget,
             self.outputs,
             self._emit,
-            self._emit_all,
+            self._journal_all,
+            self._tell,
             self.cache,
             self._watch,
             self._failed,

@@ -217,7 +217,7 @@ class RoundRun:
         events: list[Event] = []
         reward = r.fresh_rating
         if reward is not None:
-            events.append(reward.to_event(*self._key(r.row, r.k)))
+            self._rated(r.row, r.k, reward, events)
         elif r.landed.rating is not None:
             reward = RewardResult.from_event(r.landed.rating)
         sample, verdict = r.landed.sample, r.landed.verdict
@@ -228,13 +228,11 @@ class RoundRun:
         self._replaying = True
         try:
             text, usage = sample.text, sample.usage
-            accepted = self._settle(r.row, r.k, text, usage, verdict, reward, journaled)
+            self._settle(r.row, r.k, text, usage, verdict, reward, journaled)
         finally:
             self._replaying = False
             if events:
-                self.ctx.emit_all(events)
-        if accepted:
-            self._solved(r.row, replayed=True)
+                self.ctx.journal_all(events)
 
     def _jobs(
         self, allotment: Allotment, plan: DemoPlan, sampling: Sampling, skip: set[tuple[int, int]]
@@ -373,7 +371,6 @@ class RoundRun:
         else:
             verdicts = await verifiers.judge_many(pairs)
         events: list[Event] = []
-        solved: list[int] = []
         try:
             for (job, comp), verdict, reward in zip(group, verdicts, rewards, strict=True):
                 # A batch of verdicts is accounted in short turns of the loop, each verdict ahead
@@ -382,22 +379,21 @@ class RoundRun:
                 # to judge filled, which made every send worker wait on it too.
                 await pause(ahead=True)
                 if reward is not None:
-                    events.append(reward.to_event(*self._key(job.row, job.k)))
+                    self._rated(job.row, job.k, reward, events)
                 text, usage = comp.texts[0], comp.usage
-                if self._settle(job.row, job.k, text, usage, verdict, reward, events):
-                    solved.append(job.row)
+                self._settle(job.row, job.k, text, usage, verdict, reward, events)
         finally:
             # The batch's lines go to the journal's writer together (those accounted so far, if
-            # the round is cancelled at a pause), then the stream hears what they solved.
+            # the round is cancelled at a pause); the observer and the stream were told of each
+            # as it was accounted.
             if events:
-                self.ctx.emit_all(events)
-            for row in solved:
-                self._solved(row, replayed=False)
+                self.ctx.journal_all(events)
 
-    def _solved(self, row: int, *, replayed: bool) -> None:
-        """Tells the stream (if the run has one) that `row` is resolved, if it now is."""
-        if self.ctx.watch is not None:
-            self.ctx.watch.check(row, self.t, replayed=replayed)
+    def _rated(self, row: int, k: int, reward: RewardResult, journal: list[Event]) -> None:
+        """A rating's event: told now, journaled with the others of its batch (`journal`)."""
+        event = reward.to_event(*self._key(row, k))
+        self.ctx.tell(event)
+        journal.append(event)
 
     def _settle(
         self,
@@ -407,11 +403,11 @@ class RoundRun:
         usage: Usage,
         verdict: Verdict | None,
         reward: RewardResult | None,
-        events: list[Event] | None = None,
-    ) -> bool:
+        journal: list[Event] | None = None,
+    ) -> None:
         """Judges one finished sample by the strategy's judgement and accounts it; its verdict's
-        event goes into `events` (None: it is not journaled). Whether the sample was accepted
-        (the caller then tells the stream)."""
+        event is told at once and goes into `journal`, to be journaled with the others of its
+        batch (None: it is neither)."""
         stats, state = self.stats, self.state
         stats.samples += 1
         stats.usage = stats.usage + usage
@@ -427,18 +423,21 @@ class RoundRun:
             state.record_error(row, usage)
             if not self._replaying:
                 self.ctx.budget.check(state)
-            return False
+            return
         item: Item = state.items[row]
         scored = Scored(item.id, self.t, k, verdict.score, verdict.answer, _share(reward))
         accepted = self.judgement.accepts(scored)
         correct = verdict.score >= self.gamma
-        if events is not None:
-            events.append(self._verdict_event(row, k, scored, correct, accepted))
+        if journal is not None:
+            event = self._verdict_event(row, k, scored, correct, accepted)
+            self.ctx.tell(event)
+            journal.append(event)
         stats.passed += accepted
         state.record_sample(row, self.t, k, text, usage, scored, correct, accepted)
+        if accepted and self.ctx.watch is not None:
+            self.ctx.watch.check(row, self.t, replayed=self._replaying)
         if not self._replaying:
             self.ctx.budget.check(state)
-        return accepted
 
     def _verdict_event(
         self, row: int, k: int, scored: Scored, correct: bool, accepted: bool
