@@ -31,12 +31,18 @@ that each sitting's ratios are taken within a few seconds: a shared machine's sp
 quarter from minute to minute here. Each client's figures are then its medians, each ratio the
 median of the N sittings' ratios, with its range in `ratio_ranges`.
 
+`--before CHECKOUT` runs another checkout's `ttc batch` (a worktree at an older commit, say) as
+client `before`, right after `batch` in every sitting, on the same input and server: the line
+names its commit and gives its ratios to the bare loop and to this checkout's `ttc batch`
+(`batch_req_per_s_vs_before` above 1: this one is faster). A before and after measured side by
+side, in one sitting, by one command.
+
 `--otel` runs `batch` and `engine` a second time each with their spans on (`--otel`: a span per
 attempt, exported by the SDK's batch processor over OTLP/HTTP to the reference server, which drops
 them), as `batch_otel` and `engine_otel`, with their ratios to the same client with spans off.
 
     python benchmarks/client_overhead.py [--count 20000] [--concurrency 256] [--repeat N]
-        [--guard 2.5] [--otel]
+        [--guard 2.5] [--otel] [--before CHECKOUT]
 """
 
 from __future__ import annotations
@@ -233,6 +239,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="CHECKOUT",
+        help="another checkout of ttc (e.g. a worktree at an older commit): its `ttc batch` runs "
+        "as client `before`, after `batch` in every sitting",
+    )
+    parser.add_argument(
         "--otel",
         action="store_true",
         help="also run each of batch and engine with --otel (spans over OTLP/HTTP to the "
@@ -256,7 +269,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--repeat: at least 1, got {args.repeat}")
     if args.otel:  # each traced client right after its plain one, in the same few seconds
         clients = [t for c in clients for t in ([c, f"{c}_otel"] if c != "bare" else [c])]
+    if args.before is not None:
+        args.before_module = _cli_module(args.before)
+        if args.before_module is None:
+            parser.error(f"--before: {args.before} is not a checkout of ttc (no ttc/engine CLI)")
+        at = clients.index("batch") + 1 if "batch" in clients else len(clients)
+        clients.insert(at, "before")
     return _compare(args, clients)
+
+
+def _cli_module(checkout: Path) -> str | None:
+    """The module that runs the `ttc` command in `checkout` (its place moved once), or None."""
+    engine = checkout / "ttc" / "engine"
+    if (engine / "cli" / "__main__.py").is_file():
+        return "ttc.engine.cli"
+    if (engine / "_cli.py").is_file():  # before the command had a package of its own
+        return "ttc.engine._cli"
+    return None
 
 
 def _free_port() -> int:
@@ -331,6 +360,15 @@ def _compare(args: argparse.Namespace, clients: list[str]) -> int:
             raise SystemExit("the reference server did not start")
         url = f"http://127.0.0.1:{port}/v1"
         bytecode = _compile_ttc(env)
+        envs = {client: env for client in clients}
+        before: dict[str, Any] = {}
+        if args.before is not None:  # the other checkout's ttc, compiled as this one's is
+            envs["before"] = dict(env, PYTHONPATH=str(args.before.resolve()))
+            before = {
+                "path": str(args.before),
+                "git": _commit(args.before),
+                "ttc_bytecode": _compile_ttc(envs["before"]),
+            }
         sittings: list[dict[str, dict[str, float]]] = []
         with tempfile.TemporaryDirectory(prefix="ttc-overhead-") as tmp:
             work = Path(tmp)
@@ -338,14 +376,16 @@ def _compare(args: argparse.Namespace, clients: list[str]) -> int:
             for sitting in range(args.repeat):
                 rows: dict[str, dict[str, float]] = {}
                 for client in clients:
-                    rows[client] = _run_client(client, work / str(sitting), args, url, env)
-                    if client.startswith("batch"):
+                    rows[client] = _run_client(client, work / str(sitting), args, url, envs[client])
+                    if client.startswith("batch") or client == "before":
                         _check_batch_output(work / str(sitting) / f"{client}.jsonl", args.count)
                 sittings.append(rows)
     finally:
         server.terminate()
         server.wait(timeout=10)
     line = _report(sittings, args) | {"ttc_bytecode": bytecode}
+    if before:
+        line["before_checkout"] = before
     print(orjson.dumps(line).decode())
     if args.guard is not None and "batch_cpu_per_request" in line["ratios"]:
         ratio = line["ratios"]["batch_cpu_per_request"]
@@ -370,8 +410,9 @@ def _run_client(
     traced = client.endswith("_otel")
     if client == "bare":
         command = [*me, "--role", "bare", *common]
-    elif client.startswith("batch"):
-        command = [sys.executable, "-m", "ttc.engine.cli", "batch", str(work.parent / "in.jsonl")]
+    elif client.startswith("batch") or client == "before":
+        module = args.before_module if client == "before" else "ttc.engine.cli"
+        command = [sys.executable, "-m", module, "batch", str(work.parent / "in.jsonl")]
         command += ["--out", str(work / f"{client}.jsonl"), "--base-url", url, "--quiet"]
         command += ["--concurrency", concurrency]
         command += ["--otel"] if traced else []
@@ -392,10 +433,11 @@ def _check_batch_output(path: Path, count: int) -> None:
 
 def _ratios(rows: dict[str, dict[str, float]]) -> dict[str, float]:
     """One sitting's ratios: each client against the bare loop, the engine against `ttc batch`,
-    and each traced client against its plain one."""
+    this checkout's `ttc batch` against the other's (--before), and each traced client against
+    its plain one."""
     base = rows["bare"]
     ratios: dict[str, float] = {}
-    for client in ("batch", "engine"):
+    for client in ("batch", "engine", "before"):
         if client in rows:
             row = rows[client]
             ratios[f"{client}_req_per_s"] = round(row["req_per_s"] / base["req_per_s"], 3)
@@ -405,6 +447,13 @@ def _ratios(rows: dict[str, dict[str, float]]) -> dict[str, float]:
     if "batch" in rows and "engine" in rows:
         ratios["engine_cpu_per_request_vs_batch"] = round(
             rows["engine"]["cpu_s_per_1000"] / rows["batch"]["cpu_s_per_1000"], 3
+        )
+    if "batch" in rows and "before" in rows:  # --before: this checkout's against the other's
+        ratios["batch_req_per_s_vs_before"] = round(
+            rows["batch"]["req_per_s"] / rows["before"]["req_per_s"], 3
+        )
+        ratios["batch_cpu_per_request_vs_before"] = round(
+            rows["batch"]["cpu_s_per_1000"] / rows["before"]["cpu_s_per_1000"], 3
         )
     for client in ("batch", "engine"):  # --otel: each traced client against its plain one
         if f"{client}_otel" in rows and client in rows:
@@ -452,15 +501,17 @@ def _report(
     return line
 
 
-def _commit() -> str:
-    """The commit of the ttc the clients import (PYTHONPATH may name another checkout)."""
-    import ttc
+def _commit(checkout: Path | None = None) -> str:
+    """The commit of `checkout`, by default of the ttc the clients import (PYTHONPATH may name
+    another checkout)."""
+    if checkout is None:
+        import ttc
 
-    where = Path(ttc.__file__).resolve().parent.parent
+        checkout = Path(ttc.__file__).resolve().parent.parent
     try:
         found = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],
-            cwd=where,
+            cwd=checkout,
             capture_output=True,
             text=True,
             check=False,
