@@ -32,10 +32,11 @@ quarter from minute to minute here. Each client's figures are then its medians, 
 median of the N sittings' ratios, with its range in `ratio_ranges`.
 
 `--before CHECKOUT` runs another checkout's `ttc batch` (a worktree at an older commit, say) as
-client `before`, right after `batch` in every sitting, on the same input and server: the line
-names its commit and gives its ratios to the bare loop and to this checkout's `ttc batch`
-(`batch_req_per_s_vs_before` above 1: this one is faster). A before and after measured side by
-side, in one sitting, by one command.
+client `before`, right after `batch` (and `batch_otel`) in every sitting, on the same input and
+server, its checkout first on its PYTHONPATH: the line names its commit and gives its ratios to
+the bare loop and to this checkout's `ttc batch` (`batch_req_per_s_vs_before` above 1: this one
+is faster; `--clients` must include `batch`). A before and after measured side by side, by one
+command.
 
 `--otel` runs `batch` and `engine` a second time each with their spans on (`--otel`: a span per
 attempt, exported by the SDK's batch processor over OTLP/HTTP to the reference server, which drops
@@ -273,8 +274,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.before_module = _cli_module(args.before)
         if args.before_module is None:
             parser.error(f"--before: {args.before} is not a checkout of ttc (no ttc/engine CLI)")
-        at = clients.index("batch") + 1 if "batch" in clients else len(clients)
-        clients.insert(at, "before")
+        if "batch" not in clients:
+            parser.error(
+                "--before: measured beside this checkout's `ttc batch`: add batch to --clients"
+            )
+        # Right after this checkout's batch (and its traced run: each traced client right
+        # after its plain one).
+        last = "batch_otel" if "batch_otel" in clients else "batch"
+        clients.insert(clients.index(last) + 1, "before")
     return _compare(args, clients)
 
 
@@ -297,12 +304,13 @@ def _free_port() -> int:
 
 
 # Compiles every module of the ttc the clients import (symbolic links to folders followed, as
-# the checkout's `ttc/` has them), and this folder's, to bytecode beside its source.
+# the checkout's `ttc/` has them), and of the folders named after it, to bytecode beside its
+# source.
 # Prints how many files it compiled (or found compiled) and how many it could not.
 _COMPILE = """
 import compileall, os, sys, ttc
 done = failed = 0
-for root in [*ttc.__path__, sys.argv[1]]:
+for root in [*ttc.__path__, *sys.argv[1:]]:
     for folder, _, names in os.walk(root, followlinks=True):
         for name in names:
             if name.endswith(".py"):
@@ -312,7 +320,7 @@ print(done, failed)
 """
 
 
-def _compile_ttc(env: dict[str, str]) -> dict[str, int]:
+def _compile_ttc(env: dict[str, str], *, scripts: bool = True) -> dict[str, int]:
     """ttc's modules compiled to bytecode before the first client starts, as installing a
     wheel compiles them: from a fresh checkout, or with PYTHONDONTWRITEBYTECODE set, every
     `ttc batch` and engine process would compile ttc's sources again at start-up (some 0.09 s
@@ -320,10 +328,10 @@ def _compile_ttc(env: dict[str, str]) -> dict[str, int]:
     bytecode is written beside the sources even under PYTHONDONTWRITEBYTECODE. Where it cannot
     be (a read-only install), the clients compile at start-up as they would for a user: the
     line's `ttc_bytecode` counts the files compiled and those that could not be, and stderr
-    says so."""
-    here = str(Path(__file__).resolve().parent)
+    says so. `scripts`: this folder's modules too (the bare loop's and the engine's roles)."""
+    here = [str(Path(__file__).resolve().parent)] if scripts else []
     done = subprocess.run(
-        [sys.executable, "-c", _COMPILE, here],
+        [sys.executable, "-c", _COMPILE, *here],
         env=env,
         cwd=tempfile.gettempdir(),  # the ttc the clients import, not the working folder's
         capture_output=True,
@@ -363,11 +371,14 @@ def _compare(args: argparse.Namespace, clients: list[str]) -> int:
         envs = {client: env for client in clients}
         before: dict[str, Any] = {}
         if args.before is not None:  # the other checkout's ttc, compiled as this one's is
-            envs["before"] = dict(env, PYTHONPATH=str(args.before.resolve()))
+            path = os.pathsep.join(
+                p for p in (str(args.before.resolve()), env.get("PYTHONPATH")) if p
+            )
+            envs["before"] = dict(env, PYTHONPATH=path)  # first: its ttc, not this one
             before = {
                 "path": str(args.before),
                 "git": _commit(args.before),
-                "ttc_bytecode": _compile_ttc(envs["before"]),
+                "ttc_bytecode": _compile_ttc(envs["before"], scripts=False),
             }
         sittings: list[dict[str, dict[str, float]]] = []
         with tempfile.TemporaryDirectory(prefix="ttc-overhead-") as tmp:
@@ -378,7 +389,8 @@ def _compare(args: argparse.Namespace, clients: list[str]) -> int:
                 for client in clients:
                     rows[client] = _run_client(client, work / str(sitting), args, url, envs[client])
                     if client.startswith("batch") or client == "before":
-                        _check_batch_output(work / str(sitting) / f"{client}.jsonl", args.count)
+                        out = work / str(sitting) / f"{client}.jsonl"
+                        _check_batch_output(out, args.count, client)
                 sittings.append(rows)
     finally:
         server.terminate()
@@ -422,13 +434,14 @@ def _run_client(
     return _row(_run_role(command, env), args.count)
 
 
-def _check_batch_output(path: Path, count: int) -> None:
+def _check_batch_output(path: Path, count: int, client: str) -> None:
     answered = 0
     with path.open("rb") as fh:
         for raw in fh:
             answered += orjson.loads(raw)["response"]["status_code"] == 200
     if answered != count:
-        raise SystemExit(f"ttc batch: {answered} of {count} requests answered")
+        who = "ttc batch" if client.startswith("batch") else f"{client}'s ttc batch"
+        raise SystemExit(f"{who}: {answered} of {count} requests answered")
 
 
 def _ratios(rows: dict[str, dict[str, float]]) -> dict[str, float]:
