@@ -10,8 +10,11 @@ While some run has a run.log open, the `ttc` logger is lowered to INFO (only if 
 higher), or the run's INFO lines would not exist at all; a gate on `ttc` and on every `ttc.*`
 logger writes each record to the run.log of the run it was logged for, and lets it on to the
 host's handlers only if the host's own level would have (the level the host gave `ttc`, or the one
-it inherits). When the last run.log closes, the gates go and the level is put back: the `ttc`
-logger's level, handlers and filters are as they were, and its children's too. A `ttc.*` logger
+it inherits). A `ttc.*` logger made while a run.log is open is gated as it is made, before its
+first record (a logger filter does not see the records its children pass up, so an ungated child
+would hand the host its INFO lines). When the last run.log closes, the gates go and the level is
+put back: the `ttc` logger's level, handlers and filters are as they were, and its children's
+too, and the logging manager makes loggers as before. A `ttc.*` logger
 the host set a level of its own keeps it (its records below that level are not made at all).
 """
 
@@ -69,12 +72,15 @@ class _Gates:
     """The gates, and the `ttc` level the host had, while any run.log is open."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        # Reentrant: a logger made while the lock is held (by `attach`) is gated under it too.
+        self.lock = threading.RLock()
         self.owners: dict[logging.Handler, RunLogs] = {}
         self.saved = logging.NOTSET
         self.lowered = False
         self.gates: dict[str, _Gate] = {}
         self.known = 0  # how many loggers there were when they were last looked over
+        self._made: object = None  # the manager's getLogger while it is watched
+        self._shadowed: object = None  # the one it shadows, if a host had one on the instance
 
     def attach(self, handler: logging.Handler, logs: RunLogs) -> None:
         with self.lock:
@@ -84,6 +90,7 @@ class _Gates:
                 self.lowered = logger.getEffectiveLevel() > _RUN_LEVEL
                 if self.lowered:
                     logger.setLevel(_RUN_LEVEL)
+                self._watch()
             self.owners[handler] = logs
             logs.handlers = (*logs.handlers, handler)
             self._cover()
@@ -96,6 +103,7 @@ class _Gates:
             logs.handlers = tuple(h for h in logs.handlers if h is not handler)
             if self.owners:
                 return
+            self._unwatch()
             for gate in self.gates.values():
                 gate.logger.removeFilter(gate)
             self.gates.clear()
@@ -128,11 +136,41 @@ class _Gates:
         loggers = list(logging.Logger.manager.loggerDict.items())
         self.known = len(loggers)
         for name, logger in loggers:
-            ours = name == _NAME or name.startswith(_NAME + ".")
-            if ours and isinstance(logger, logging.Logger) and name not in self.gates:
-                gate = _Gate(logger)
-                logger.addFilter(gate)
-                self.gates[name] = gate
+            self._gate(name, logger)
+
+    def _gate(self, name: str, logger: object) -> None:
+        ours = name == _NAME or name.startswith(_NAME + ".")
+        if ours and isinstance(logger, logging.Logger) and name not in self.gates:
+            gate = _Gate(logger)
+            logger.addFilter(gate)
+            self.gates[name] = gate
+
+    def _watch(self) -> None:
+        """Until `_unwatch`: every logger the manager makes is gated as it is made, if it is
+        ours (the manager's own method, shadowed on the instance, then put back)."""
+        manager = logging.Logger.manager
+        make = manager.getLogger
+        self._shadowed = manager.__dict__.get("getLogger")
+
+        def get_logger(name: str) -> logging.Logger:
+            logger = make(name)
+            if name.startswith(_NAME) and name not in self.gates:
+                with self.lock:
+                    if self.owners:  # (the last run.log may have closed meanwhile)
+                        self._gate(name, logger)
+            return logger
+
+        manager.getLogger = get_logger  # type: ignore[method-assign]
+        self._made = get_logger
+
+    def _unwatch(self) -> None:
+        manager = logging.Logger.manager
+        if manager.__dict__.get("getLogger") is self._made:  # unless someone else's is on top
+            if self._shadowed is None:
+                del manager.getLogger
+            else:
+                manager.__dict__["getLogger"] = self._shadowed
+        self._made = self._shadowed = None
 
 
 _gates = _Gates()

@@ -149,6 +149,40 @@ async def test_with_ttc_at_warning_the_hosts_handlers_see_no_info_line_of_a_run(
     assert " WARNING run-A warns once" in log
 
 
+class FreshLogger(RunObserver):
+    """Makes a `ttc.*` logger no one has made before, mid-run, and logs on it at once (as a
+    module imported mid-run may): its first line included, the run's gate must cover it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.logged = False
+
+    def event(self, event: Event) -> None:
+        if not self.logged:
+            self.logged = True
+            logging.getLogger(self.name).info("from a logger made mid-run")
+
+
+@pytest.mark.usefixtures("host_logging")
+async def test_a_ttc_logger_made_mid_run_is_gated_from_its_first_line(tmp_path: Path) -> None:
+    name = f"ttc.host_test_fresh_{tmp_path.name}"
+    assert name not in logging.Logger.manager.loggerDict
+    logging.getLogger("ttc").setLevel(logging.WARNING)
+    logging.getLogger().addHandler(console := Collect())
+    suite = ReasoningGymSuite(per_task=1)
+    items = suite.items()
+    provider = SimProvider(suite, items, SimConfig(seed=3, latency_s=0.001))
+    config = RunConfig(method="unif", rounds=1, verifier_workers=0)
+    options = EngineOptions(observer=(fresh := FreshLogger(name)))
+    async with Engine(provider, suite, config, out_dir=tmp_path / "run", options=options) as run:
+        await run.run(items)
+    assert fresh.logged
+    assert [r.getMessage() for r in console.records if r.name == name] == []
+    assert "INFO from a logger made mid-run" in (tmp_path / "run" / "run.log").read_text()
+    # Once the run is over, the manager makes loggers as it did.
+    assert "getLogger" not in logging.Logger.manager.__dict__
+
+
 @pytest.mark.usefixtures("host_logging")
 async def test_with_ttc_at_info_the_hosts_handlers_see_every_line_of_both_runs(
     tmp_path: Path,
@@ -163,3 +197,33 @@ async def test_with_ttc_at_info_the_hosts_handlers_see_every_line_of_both_runs(
     seen = [r.getMessage() for r in console.records if r.name.startswith("ttc")]
     assert sum(m.startswith("round 2/2") for m in seen) == 2
     assert {"run-A from a thread", "run-B from a thread"} <= set(seen)
+
+
+@pytest.mark.usefixtures("host_logging")
+async def test_a_hosts_own_logger_maker_is_kept_through_a_run(tmp_path: Path) -> None:
+    manager = logging.Logger.manager
+    made: list[str] = []
+    plain = manager.getLogger
+
+    def hosts(name: str) -> logging.Logger:
+        made.append(name)
+        return plain(name)
+
+    manager.getLogger = hosts  # type: ignore[method-assign]
+    try:
+        name = f"ttc.host_test_kept_{tmp_path.name}"
+        logging.getLogger("ttc").setLevel(logging.WARNING)
+        logging.getLogger().addHandler(console := Collect())
+        suite = ReasoningGymSuite(per_task=1)
+        items = suite.items()
+        provider = SimProvider(suite, items, SimConfig(seed=3, latency_s=0.001))
+        config = RunConfig(method="unif", rounds=1, verifier_workers=0)
+        options = EngineOptions(observer=FreshLogger(name))
+        out = tmp_path / "run"
+        async with Engine(provider, suite, config, out_dir=out, options=options) as run:
+            await run.run(items)
+        assert name in made  # the host's maker made it, through the run's gate
+        assert [r.getMessage() for r in console.records if r.name == name] == []
+        assert manager.__dict__["getLogger"] is hosts
+    finally:
+        del manager.getLogger
