@@ -72,8 +72,11 @@ class _Gates:
     """The gates, and the `ttc` level the host had, while any run.log is open."""
 
     def __init__(self) -> None:
-        # Reentrant: a logger made while the lock is held (by `attach`) is gated under it too.
-        self.lock = threading.RLock()
+        # The logging module's own (reentrant) lock: the manager holds it while it makes a logger
+        # (so does `logging.config` while it configures), and `attach` and `detach` set levels and
+        # make loggers while holding this one. One lock for both, so no two threads can take
+        # them in opposite orders.
+        self.lock: threading.RLock = logging._lock  # type: ignore[attr-defined]
         self.owners: dict[logging.Handler, RunLogs] = {}
         self.saved = logging.NOTSET
         self.lowered = False

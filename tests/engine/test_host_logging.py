@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from ttc.engine import (
     StopReason,
     Usage,
 )
+from ttc.engine.journal import _logs
 from ttc.retrieval import LexicalEmbedder
 
 # A logger under `ttc` of the kind a module makes with getLogger(__name__).
@@ -79,10 +82,13 @@ def host_logging() -> Iterator[None]:
     """Whatever a test does to the `ttc` logger and root's handlers is undone after it."""
     ttc, root = logging.getLogger("ttc"), logging.getLogger()
     kept = (ttc.level, list(ttc.handlers), list(ttc.filters), list(root.handlers), root.level)
+    maker = logging.Logger.manager.__dict__.get("getLogger")
     yield
     ttc.setLevel(kept[0])
     ttc.handlers[:], ttc.filters[:], root.handlers[:] = kept[1], kept[2], kept[3]
     root.setLevel(kept[4])
+    if logging.Logger.manager.__dict__.get("getLogger") is not maker:  # a test's left-over
+        logging.Logger.manager.__dict__.pop("getLogger", None)
 
 
 class Collect(logging.Handler):
@@ -227,3 +233,39 @@ async def test_a_hosts_own_logger_maker_is_kept_through_a_run(tmp_path: Path) ->
         assert manager.__dict__["getLogger"] is hosts
     finally:
         del manager.getLogger
+
+
+@pytest.mark.usefixtures("host_logging")
+def test_a_logger_made_under_loggings_lock_as_the_last_run_log_closes_does_not_hang() -> None:
+    # As `logging.config.dictConfig` does on a host's thread: logging's lock held, a logger made,
+    # here through a maker of the host's that takes its time, while the last run.log closes.
+    manager = logging.Logger.manager
+    plain = manager.getLogger
+    name = f"ttc.host_test_configured_{id(manager)}_{time.monotonic_ns()}"
+    inside = threading.Event()
+
+    def hosts(wanted: str) -> logging.Logger:
+        if wanted == name:
+            inside.set()
+            time.sleep(0.2)  # meanwhile the other thread closes the last run.log
+        return plain(wanted)
+
+    manager.getLogger = hosts  # type: ignore[method-assign,assignment]
+    logging.getLogger("ttc").setLevel(logging.WARNING)  # so closing puts a level back
+    handler = logging.NullHandler()
+    _logs.attach(handler)  # the run's maker goes on top of the host's
+
+    def configure() -> None:
+        with logging._lock:  # type: ignore[attr-defined]
+            logging.getLogger(name)
+
+    host = threading.Thread(target=configure, daemon=True)
+    host.start()
+    assert inside.wait(10)
+    closer = threading.Thread(target=_logs.detach, args=(handler,), daemon=True)
+    closer.start()
+    host.join(10)
+    closer.join(10)
+    assert not host.is_alive()
+    assert not closer.is_alive()
+    assert manager.__dict__["getLogger"] is hosts  # the host's maker, as it was
