@@ -169,10 +169,9 @@ class FreshLogger(RunObserver):
             logging.getLogger(self.name).info("from a logger made mid-run")
 
 
-@pytest.mark.usefixtures("host_logging")
-async def test_a_ttc_logger_made_mid_run_is_gated_from_its_first_line(tmp_path: Path) -> None:
-    name = f"ttc.host_test_fresh_{tmp_path.name}"
-    assert name not in logging.Logger.manager.loggerDict
+async def hosts_view_of_a_fresh_logger(out: Path, name: str) -> list[str]:
+    """A one-round run whose observer makes logger `name` and logs on it at once, with the host
+    at WARNING: what the host's handler on root saw from that logger."""
     logging.getLogger("ttc").setLevel(logging.WARNING)
     logging.getLogger().addHandler(console := Collect())
     suite = ReasoningGymSuite(per_task=1)
@@ -180,10 +179,17 @@ async def test_a_ttc_logger_made_mid_run_is_gated_from_its_first_line(tmp_path: 
     provider = SimProvider(suite, items, SimConfig(seed=3, latency_s=0.001))
     config = RunConfig(method="unif", rounds=1, verifier_workers=0)
     options = EngineOptions(observer=(fresh := FreshLogger(name)))
-    async with Engine(provider, suite, config, out_dir=tmp_path / "run", options=options) as run:
+    async with Engine(provider, suite, config, out_dir=out, options=options) as run:
         await run.run(items)
     assert fresh.logged
-    assert [r.getMessage() for r in console.records if r.name == name] == []
+    return [r.getMessage() for r in console.records if r.name == name]
+
+
+@pytest.mark.usefixtures("host_logging")
+async def test_a_ttc_logger_made_mid_run_is_gated_from_its_first_line(tmp_path: Path) -> None:
+    name = f"ttc.host_test_fresh_{tmp_path.name}"
+    assert name not in logging.Logger.manager.loggerDict
+    assert await hosts_view_of_a_fresh_logger(tmp_path / "run", name) == []
     assert "INFO from a logger made mid-run" in (tmp_path / "run" / "run.log").read_text()
     # Once the run is over, the manager makes loggers as it did.
     assert "getLogger" not in logging.Logger.manager.__dict__
@@ -218,18 +224,8 @@ async def test_a_hosts_own_logger_maker_is_kept_through_a_run(tmp_path: Path) ->
     manager.getLogger = hosts  # type: ignore[method-assign]
     try:
         name = f"ttc.host_test_kept_{tmp_path.name}"
-        logging.getLogger("ttc").setLevel(logging.WARNING)
-        logging.getLogger().addHandler(console := Collect())
-        suite = ReasoningGymSuite(per_task=1)
-        items = suite.items()
-        provider = SimProvider(suite, items, SimConfig(seed=3, latency_s=0.001))
-        config = RunConfig(method="unif", rounds=1, verifier_workers=0)
-        options = EngineOptions(observer=FreshLogger(name))
-        out = tmp_path / "run"
-        async with Engine(provider, suite, config, out_dir=out, options=options) as run:
-            await run.run(items)
+        assert await hosts_view_of_a_fresh_logger(tmp_path / "run", name) == []
         assert name in made  # the host's maker made it, through the run's gate
-        assert [r.getMessage() for r in console.records if r.name == name] == []
         assert manager.__dict__["getLogger"] is hosts
     finally:
         del manager.getLogger
