@@ -14,8 +14,8 @@ it inherits). A `ttc.*` logger made while a run.log is open is gated as it is ma
 first record (a logger filter does not see the records its children pass up, so an ungated child
 would hand the host its INFO lines). When the last run.log closes, the gates go and the level is
 put back: the `ttc` logger's level, handlers and filters are as they were, and its children's
-too, and the logging manager makes loggers as before. A `ttc.*` logger
-the host set a level of its own keeps it (its records below that level are not made at all).
+too, and the logging manager makes loggers as before. A `ttc.*` logger the host set a level of
+its own keeps it (its records below that level are not made at all).
 """
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ def test_before_runs_an_old_layouts_command_from_its_own_checkout(tmp_path: Path
     assert ratios["before_req_per_s"] > 0
 
 
-def test_before_runs_this_layouts_command(tmp_path: Path) -> None:
+def test_before_runs_this_layouts_command() -> None:
     # This checkout as its own "before": the command's package (ttc.engine.cli) answers all.
     done = _run("--count", "300", "--clients", "bare,batch", "--before", str(ROOT))
     assert done.returncode == 0, done.stderr[-2000:]

@@ -89,6 +89,8 @@ def host_logging() -> Iterator[None]:
     root.setLevel(kept[4])
     if logging.Logger.manager.__dict__.get("getLogger") is not maker:  # a test's left-over
         logging.Logger.manager.__dict__.pop("getLogger", None)
+        if maker is not None:
+            logging.Logger.manager.__dict__["getLogger"] = maker
 
 
 class Collect(logging.Handler):
